@@ -1,0 +1,58 @@
+"""Hook implementations: the entry point ``democpu = "tilelang_democpu.plugin"``.
+
+Importing this module must stay cheap (no compiler probing): tilecore imports
+it the first time target "democpu" is named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import tilecore
+from tilecore import CompiledKernel, ResolvedTarget, TensorParam, hookimpl
+from tilecore.supply import make_tensor
+from tilelang_democpu import __version__, codegen, lowering, profiling, runtime, setup, target
+
+tilecore_api_version = "1.0"
+
+
+@hookimpl
+def tilecore_declare_targets():
+    return [target.TARGET]
+
+
+@hookimpl
+def tilecore_setup(target: ResolvedTarget):
+    return setup.find_compiler()
+
+
+@hookimpl
+def tilecore_lower(target: ResolvedTarget, mod: Any, tvm_target: Any):
+    return lowering.lower(mod, tvm_target)
+
+
+@hookimpl
+def tilecore_codegen(target: ResolvedTarget, device_mod: Any, tvm_target: Any):
+    return codegen.generate(device_mod, tvm_target)
+
+
+@hookimpl
+def tilecore_create_adapter(target: ResolvedTarget, kernel: CompiledKernel):
+    if kernel.library_path is not None:
+        return runtime.CAdapter(kernel, runtime.Path(kernel.library_path))
+    compiler = tilecore.setup_target(target).location  # cached by tilecore: one probe per target
+    return runtime.CAdapter(kernel, runtime.build(kernel, compiler))
+
+
+@hookimpl
+def tilecore_supply_tensor(target: ResolvedTarget, param: TensorParam, supply: str):
+    return make_tensor(param, supply, target.device)
+
+
+@hookimpl
+def tilecore_bench(target: ResolvedTarget, fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int):
+    return profiling.bench(fn, warmup, rep, n_warmup, n_repeat)
+
+
+__all__ = ["__version__"]

@@ -1,0 +1,146 @@
+"""tilecore: hardware backends for TileLang as installable plugins.
+
+Importing tilecore activates it: the plugin registry is connected to tilelang
+(imported if needed), so ``tilelang.compile(f, target="<name>")`` resolves
+targets declared by installed backends.  With the ``tilecore`` distribution
+installed, the same happens automatically on ``import tilelang`` unless
+``TILECORE_DISABLE_PLUGIN_AUTOLOAD=1``.
+
+Backend authors use :data:`hookimpl`, :class:`TargetSpec`, :class:`TargetOption`,
+:class:`Upstream`, :class:`Availability`, :class:`Toolchain` and the hook
+contract in :mod:`tilecore.hookspecs`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from tilecore._version import API_VERSION, __version__
+from tilecore.errors import (
+    AmbiguousTargetError,
+    BackendLoadError,
+    IncompatibleBackendError,
+    KernelArgumentError,
+    PluginValidationError,
+    TargetOptionError,
+    TilecoreError,
+    ToolchainError,
+    UnknownTargetError,
+)
+from tilecore.hookspecs import hookimpl, hookspec
+from tilecore.kernel import SUPPLY_TYPES, CompiledKernel, KernelAdapter, TensorParam, Toolchain
+from tilecore.registry import Backend, Registry
+from tilecore.targets import Availability, ResolvedTarget, TargetOption, TargetSpec, Upstream
+
+__all__ = [
+    "API_VERSION",
+    "SUPPLY_TYPES",
+    "AmbiguousTargetError",
+    "Availability",
+    "Backend",
+    "BackendLoadError",
+    "CompiledKernel",
+    "IncompatibleBackendError",
+    "KernelAdapter",
+    "KernelArgumentError",
+    "PluginValidationError",
+    "Registry",
+    "ResolvedTarget",
+    "TargetOption",
+    "TargetOptionError",
+    "TargetSpec",
+    "TilecoreError",
+    "Toolchain",
+    "ToolchainError",
+    "UnknownTargetError",
+    "Upstream",
+    "__version__",
+    "activate",
+    "get_registry",
+    "hookimpl",
+    "hookspec",
+    "register",
+    "resolve_target",
+    "setup_target",
+]
+
+_logger = logging.getLogger("tilecore")
+_registry: Registry | None = None
+_registry_lock = threading.Lock()
+
+
+def get_registry() -> Registry:
+    """The process-wide registry (created on first use; reads the environment then)."""
+    global _registry
+    if _registry is None:
+        with _registry_lock:
+            if _registry is None:
+                _registry = Registry()
+    return _registry
+
+
+def activate() -> Registry:
+    """Connect the registry to tilelang.  Idempotent.
+
+    Raises :class:`tilecore._bridge.BridgeError` if the installed tilelang is
+    not one the bridge supports.
+    """
+    import tilelang  # noqa: F401 - the bridge patches the imported package
+
+    from tilecore import _bridge
+
+    registry = get_registry()
+    _bridge.install(registry)
+    return registry
+
+
+def register(plugin: object, name: str | None = None) -> Backend:
+    """Register an in-process backend object (a module or instance with hook implementations).
+
+    Unlike entry-point backends, errors raise immediately.
+    """
+    registry = activate()
+    return registry.register(plugin, name)
+
+
+def resolve_target(target: object) -> ResolvedTarget | None:
+    """Resolve ``"tpu"``, ``"tpu:bm1684x"`` or ``{"kind": ..., ...}`` to a declared target.
+
+    Returns ``None`` for a tilelang built-in kind no backend declares.
+    """
+    registry = get_registry()
+    if target == "auto":
+        return registry.select_auto()
+    return registry.resolve(target)  # type: ignore[arg-type]
+
+
+def setup_target(target: object) -> Toolchain | None:
+    """Run (once) and return the setup hook's result for ``target``."""
+    resolved = resolve_target(target)
+    if resolved is None:
+        raise UnknownTargetError(f"{target!r} is not a tilecore target")
+    return get_registry().setup(resolved)
+
+
+#: Why the last activation failed (shown by ``tilecore list``/``doctor``), or ``None``.
+activation_error: BaseException | None = None
+
+
+def _autoload_activate() -> None:
+    """Activate without raising: used at import and by the startup hook after ``import tilelang``.
+
+    A broken tilecore or an unsupported tilelang must not break ``import tilelang``;
+    the error is logged once, kept in :data:`activation_error`, and an explicit
+    :func:`activate` call raises it.
+    """
+    global activation_error
+    try:
+        activate()
+        activation_error = None
+    except Exception as err:
+        activation_error = err
+        _logger.warning("tilecore could not activate (%s: %s); tilelang runs without plugins.", type(err).__name__, err)
+
+
+_autoload_activate()

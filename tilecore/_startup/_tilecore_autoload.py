@@ -1,0 +1,74 @@
+"""Startup hook that activates tilecore right after ``import tilelang``.
+
+Installed at the top level of site-packages and imported by
+``tilecore-autoload.pth`` in every interpreter of the environment, so it is
+stdlib-only and does almost nothing until tilelang is imported: it puts one
+finder on ``sys.meta_path`` that waits for the ``tilelang`` module, lets the
+normal loader execute it, then calls ``tilecore._autoload_activate()`` and
+removes itself.  ``TILECORE_DISABLE_PLUGIN_AUTOLOAD=1`` turns it off.
+"""
+
+import os
+import sys
+
+_TRUTHY = ("1", "true", "yes", "on")
+
+
+class _TilelangWatcher:
+    """Meta-path finder that wraps tilelang's loader once."""
+
+    _busy = False
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name != "tilelang" or cls._busy:
+            return None
+        cls._busy = True
+        try:
+            import importlib.util
+
+            spec = importlib.util.find_spec(name)
+        finally:
+            cls._busy = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        loader = spec.loader
+        original_exec = loader.exec_module
+
+        def exec_module(module):
+            try:
+                original_exec(module)
+            finally:
+                _uninstall()
+            _activate()
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def _activate():
+    try:
+        import tilecore
+    except Exception as err:  # never break `import tilelang`
+        sys.stderr.write("tilecore: autoload failed to import tilecore (%s: %s)\n" % (type(err).__name__, err))
+        return
+    tilecore._autoload_activate()
+
+
+def _uninstall():
+    try:
+        sys.meta_path.remove(_TilelangWatcher)
+    except ValueError:
+        pass
+
+
+def install():
+    if os.environ.get("TILECORE_DISABLE_PLUGIN_AUTOLOAD", "").strip().lower() in _TRUTHY:
+        return
+    if "tilelang" in sys.modules:
+        _activate()
+    elif _TilelangWatcher not in sys.meta_path:
+        sys.meta_path.insert(0, _TilelangWatcher)
+
+
+install()

@@ -1,0 +1,93 @@
+"""The tilecore plugin contract: one hook per concern a backend owns.
+
+A backend is any object (usually a module) with ``@tilecore.hookimpl``
+functions named after these specs and a ``tilecore_api_version = "1.0"``
+attribute.  tilecore calls every hook except ``tilecore_declare_targets`` only
+on the backend that declared the target being compiled (plus plugins that
+declare no targets, such as tracing wrappers), so an implementation never needs
+to check whether ``target`` is its own.
+
+Which hooks a backend must implement:
+
+=======================  ==========================  =========================
+hook                     own target (no upstream)    ``Upstream(...)`` target
+=======================  ==========================  =========================
+declare_targets          required                    required
+setup                    optional                    optional
+lower                    required                    not called
+codegen                  required                    not called
+create_adapter           required                    not called
+supply_tensor            optional (host default)     optional (device default)
+bench                    optional (wall clock)       optional (wall clock)
+=======================  ==========================  =========================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pluggy import HookimplMarker, HookspecMarker
+
+if TYPE_CHECKING:
+    import torch
+
+    from tilecore.kernel import CompiledKernel, KernelAdapter, TensorParam, Toolchain
+    from tilecore.targets import ResolvedTarget, TargetSpec
+
+PROJECT = "tilecore"
+hookspec = HookspecMarker(PROJECT)
+hookimpl = HookimplMarker(PROJECT)
+
+
+@hookspec
+def tilecore_declare_targets() -> Sequence[TargetSpec]:
+    """Return the targets this backend provides.  Must be cheap: no toolchain
+    probing here (put that in ``TargetSpec.probe`` or ``tilecore_setup``)."""
+
+
+@hookspec(firstresult=True)
+def tilecore_setup(target: ResolvedTarget) -> Toolchain | None:
+    """Find the toolchain/environment for ``target``; called once per target
+    before its first compile and by ``tilecore doctor``.  Raise
+    :class:`tilecore.ToolchainError` with the fix when something is missing."""
+
+
+@hookspec(firstresult=True)
+def tilecore_lower(target: ResolvedTarget, mod: Any, tvm_target: Any) -> Any:
+    """Lower the frontend ``IRModule`` to host + device functions; return the
+    lowered module.  Device functions must carry the device calling convention
+    (``tilecore.upstream.lower_with_host_pipeline`` does this for you)."""
+
+
+@hookspec(firstresult=True)
+def tilecore_codegen(target: ResolvedTarget, device_mod: Any, tvm_target: Any) -> str | None:
+    """Turn the lowered device ``IRModule`` into source text (the kernel
+    source users see through ``kernel.get_kernel_source()``)."""
+
+
+@hookspec(firstresult=True)
+def tilecore_create_adapter(target: ResolvedTarget, kernel: CompiledKernel) -> KernelAdapter | None:
+    """Build (or load, when ``kernel.library_path`` is set) the runtime object
+    that launches ``kernel``."""
+
+
+@hookspec(firstresult=True)
+def tilecore_supply_tensor(target: ResolvedTarget, param: TensorParam, supply: str) -> torch.Tensor | None:
+    """Make an input tensor for ``param`` on the target's device.  ``supply``
+    is one of :data:`tilecore.kernel.SUPPLY_TYPES`."""
+
+
+@hookspec(firstresult=True)
+def tilecore_bench(
+    target: ResolvedTarget,
+    fn: Callable[[], Any],
+    warmup: float,
+    rep: float,
+    n_warmup: int,
+    n_repeat: int,
+) -> float | list[float] | None:
+    """Time ``fn`` on the target's device; return milliseconds per call.
+    ``warmup``/``rep`` are time budgets in ms and ``n_warmup``/``n_repeat``
+    explicit counts that override them when non-zero, as in tilelang's
+    ``do_bench``.  Returning a list gives every sample (tilecore reduces it)."""

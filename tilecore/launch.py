@@ -1,0 +1,111 @@
+"""The call path of kernels compiled for backend-owned targets.
+
+:class:`Launcher` sits between the user's call and the backend's
+:class:`~tilecore.kernel.KernelAdapter`: it checks every argument against the
+kernel signature (count, tensor-ness, dtype, shape, device), allocates the
+``out_idx`` outputs, calls the adapter with one tensor per parameter, and
+returns the outputs the way tilelang does (one tensor, a list, or ``None``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from tilecore.errors import KernelArgumentError
+from tilecore.kernel import CompiledKernel, KernelAdapter, TensorParam
+
+
+class Launcher:
+    """Callable kernel for one compiled backend-owned kernel."""
+
+    __slots__ = ("_device", "_inputs", "_where", "adapter", "kernel")
+
+    def __init__(self, kernel: CompiledKernel, adapter: KernelAdapter) -> None:
+        self.kernel = kernel
+        self.adapter = adapter
+        self._inputs = tuple(i for i in range(len(kernel.params)) if i not in kernel.out_idx)
+        self._device = torch.device(kernel.target.device)
+        self._where = f"kernel {kernel.name!r} for target {kernel.target} ({kernel.target.owner})"
+
+    def __call__(self, *args: Any) -> torch.Tensor | list[torch.Tensor] | None:
+        params = self.kernel.params
+        if len(args) == len(params):
+            tensors = list(args)
+            given = range(len(params))
+        elif len(args) == len(self._inputs):
+            tensors = [None] * len(params)
+            for slot, value in zip(self._inputs, args):
+                tensors[slot] = value
+            given = self._inputs
+        else:
+            raise KernelArgumentError(
+                f"{self._where} takes {len(self._inputs)} input tensors "
+                f"({', '.join(params[i].describe() for i in self._inputs)})"
+                + (f" or all {len(params)} parameters" if self.kernel.out_idx else "")
+                + f", but was called with {len(args)}."
+            )
+        symbols: dict[str, int] = {}
+        for slot in given:
+            self._check(slot, tensors[slot], symbols)
+        for slot in range(len(params)):
+            if tensors[slot] is None:
+                tensors[slot] = self._allocate(params[slot], symbols)
+        self.adapter(*tensors)
+        outputs = [tensors[i] for i in self.kernel.out_idx]
+        if not outputs:
+            return None
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def _check(self, slot: int, value: Any, symbols: dict[str, int]) -> None:
+        param = self.kernel.params[slot]
+        if not isinstance(value, torch.Tensor):
+            raise KernelArgumentError(f"{self._where}: argument {slot} ({param.describe()}) must be a torch.Tensor, got {type(value).__name__}.")
+        if value.dtype != param.dtype:
+            raise KernelArgumentError(
+                f"{self._where}: argument {slot} ({param.describe()}) has dtype {value.dtype}; expected {param.dtype}. "
+                f"Convert it with .to({param.dtype})."
+            )
+        if value.device != self._device and not (value.device.type == self._device.type and self._device.index is None):
+            raise KernelArgumentError(
+                f"{self._where}: argument {slot} ({param.describe()}) is on device {value.device}; this target takes "
+                f"tensors on {self._device}. Move it with .to({str(self._device)!r})."
+            )
+        if not value.is_contiguous():
+            raise KernelArgumentError(f"{self._where}: argument {slot} ({param.describe()}) must be contiguous; call .contiguous().")
+        if value.dim() != len(param.shape):
+            raise KernelArgumentError(
+                f"{self._where}: argument {slot} ({param.describe()}) has shape {tuple(value.shape)}; expected {len(param.shape)} dimensions."
+            )
+        for axis, (want, got) in enumerate(zip(param.shape, value.shape)):
+            if isinstance(want, str):
+                bound = symbols.setdefault(want, int(got))
+                if bound != got:
+                    raise KernelArgumentError(
+                        f"{self._where}: argument {slot} ({param.describe()}) has {want}={got} on axis {axis}, but another argument fixed {want}={bound}."
+                    )
+            elif want != got:
+                raise KernelArgumentError(
+                    f"{self._where}: argument {slot} ({param.describe()}) has shape {tuple(value.shape)}; expected {tuple(param.shape)}."
+                )
+
+    def _allocate(self, param: TensorParam, symbols: dict[str, int]) -> torch.Tensor:
+        shape = []
+        for dim in param.shape:
+            if isinstance(dim, str):
+                if dim not in symbols:
+                    raise KernelArgumentError(f"{self._where}: cannot allocate output {param.describe()}: no input fixes {dim}.")
+                shape.append(symbols[dim])
+            else:
+                shape.append(dim)
+        return torch.empty(shape, dtype=param.dtype, device=self._device)
+
+
+def as_list(outputs: torch.Tensor | Sequence[torch.Tensor] | None) -> list[torch.Tensor]:
+    if outputs is None:
+        return []
+    if isinstance(outputs, torch.Tensor):
+        return [outputs]
+    return list(outputs)
