@@ -50,6 +50,7 @@ __all__ = [
     "TargetOption",
     "TargetOptionError",
     "TargetSpec",
+    "TensorParam",
     "TilecoreError",
     "Toolchain",
     "ToolchainError",

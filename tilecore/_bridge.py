@@ -139,7 +139,7 @@ def resolve_tvm(registry: Registry, tvm_target: Any) -> ResolvedTarget | None:
     owner = registry.find_upstream(kind)
     if owner is None:
         return None
-    backend, spec = owner
+    _backend, spec = owner
     raw = {opt.name: str(tvm_target.attrs[opt.name]) for opt in spec.options if opt.name in tvm_target.attrs}
     return registry.resolve({"kind": spec.name, **raw})
 
@@ -382,7 +382,7 @@ def _profiler_class() -> type:
             lib_outs = as_list(self.func(*ins))
             if len(lib_outs) != len(ref_outs):
                 raise AssertionError(f"kernel returned {len(lib_outs)} outputs, reference returned {len(ref_outs)}")
-            for lhs, rhs in zip(lib_outs, ref_outs):
+            for lhs, rhs in zip(lib_outs, ref_outs, strict=True):
                 if lhs is None or rhs is None:
                     continue
                 torch_assert_close(lhs.cpu(), rhs.to(lhs.dtype).cpu(), rtol=rtol, atol=atol, max_mismatched_ratio=max_mismatched_ratio, base_name="tilelang", ref_name="ref")

@@ -37,7 +37,7 @@ class Launcher:
             given = range(len(params))
         elif len(args) == len(self._inputs):
             tensors = [None] * len(params)
-            for slot, value in zip(self._inputs, args):
+            for slot, value in zip(self._inputs, args, strict=True):
                 tensors[slot] = value
             given = self._inputs
         else:
@@ -79,7 +79,7 @@ class Launcher:
             raise KernelArgumentError(
                 f"{self._where}: argument {slot} ({param.describe()}) has shape {tuple(value.shape)}; expected {len(param.shape)} dimensions."
             )
-        for axis, (want, got) in enumerate(zip(param.shape, value.shape)):
+        for axis, (want, got) in enumerate(zip(param.shape, value.shape, strict=True)):
             if isinstance(want, str):
                 bound = symbols.setdefault(want, int(got))
                 if bound != got:

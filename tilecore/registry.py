@@ -203,10 +203,19 @@ class Registry:
     def _adopt(self, backend: Backend, plugin: object) -> None:
         """Validate and register ``plugin`` as ``backend``; all-or-nothing."""
         backend.api_version = check_api_version(plugin, who=backend.label)
-        self._pm.register(plugin, name=f"{backend.name}@{backend.distribution}")
+        try:
+            self._pm.register(plugin, name=f"{backend.name}@{backend.distribution}")
+        except pluggy.PluginValidationError as err:
+            raise PluginValidationError(f"{backend.label}: {err}") from err
         backend.plugin = plugin
         try:
-            self._pm.check_pending()
+            try:
+                self._pm.check_pending()
+            except pluggy.PluginValidationError as err:
+                raise PluginValidationError(
+                    f"{backend.label} implements a hook tilecore does not define: {err}. "
+                    f"Valid hooks: {', '.join(sorted(h for h in dir(hookspecs) if h.startswith('tilecore_')))}."
+                ) from err
             declared = self._pm.subset_hook_caller("tilecore_declare_targets", self._other_plugins(backend))()
             targets = [spec for group in declared for spec in (group or ())]
             for spec in targets:

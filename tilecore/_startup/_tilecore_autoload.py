@@ -50,16 +50,14 @@ def _activate():
     try:
         import tilecore
     except Exception as err:  # never break `import tilelang`
-        sys.stderr.write("tilecore: autoload failed to import tilecore (%s: %s)\n" % (type(err).__name__, err))
+        sys.stderr.write(f"tilecore: autoload failed to import tilecore ({type(err).__name__}: {err})\n")
         return
     tilecore._autoload_activate()
 
 
 def _uninstall():
-    try:
+    if _TilelangWatcher in sys.meta_path:
         sys.meta_path.remove(_TilelangWatcher)
-    except ValueError:
-        pass
 
 
 def install():

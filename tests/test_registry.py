@@ -1,0 +1,214 @@
+"""Discovery, lazy loading, failure isolation, API versions and conflicts.
+
+These run a real :class:`tilecore.Registry` (real pluggy, real
+``importlib.metadata``) over distributions installed into a temporary
+directory on ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import uuid
+
+import pytest
+
+from tilecore import (
+    AmbiguousTargetError,
+    BackendLoadError,
+    IncompatibleBackendError,
+    PluginValidationError,
+    Registry,
+    TargetOptionError,
+    UnknownTargetError,
+)
+from tilecore.discovery import PluginPolicy
+from tilecore.registry import State
+
+DECLARE = '''
+from tilecore import TargetSpec, TargetOption, hookimpl
+@hookimpl
+def tilecore_declare_targets():
+    return [TargetSpec({name!r}, "test", aliases={aliases!r},
+                       options=(TargetOption("chip", "chip", choices=("a", "b"), default="a"),))]
+@hookimpl
+def tilecore_setup(target):
+    {setup}
+'''
+
+
+def backend_source(name: str, aliases: tuple[str, ...] = (), setup: str = "return None") -> str:
+    return DECLARE.format(name=name, aliases=aliases, setup=setup)
+
+
+@pytest.fixture
+def site(fake_site, monkeypatch):
+    monkeypatch.syspath_prepend(str(fake_site.root))
+    importlib.invalidate_caches()
+    yield fake_site
+    for name in [m for m in sys.modules if m.startswith("tcfake_")]:
+        del sys.modules[name]
+
+
+def unique(prefix: str) -> str:
+    return f"tcfake_{prefix}_{uuid.uuid4().hex[:6]}"
+
+
+def make_registry(**env: str) -> Registry:
+    return Registry(PluginPolicy.from_env(env), builtin_kinds=lambda: ("c", "cuda"))
+
+
+def ours(registry: Registry) -> dict[str, object]:
+    return {b.name: b for b in registry.backends() if b.value.startswith("tcfake_")}
+
+
+def test_listing_reads_metadata_only(site) -> None:
+    module = unique("good")
+    site.add("tilelang-good", "1.2.3", module, backend_source("goodt"), entry="goodt")
+    registry = make_registry()
+    backend = ours(registry)["goodt"]
+    assert (backend.distribution, backend.version, backend.state) == ("tilelang-good", "1.2.3", State.DISCOVERED)
+    assert module not in sys.modules, "listing must not import the backend"
+    resolved = registry.resolve("goodt:b")
+    assert module in sys.modules
+    assert resolved is not None and resolved.options == {"chip": "b"} and resolved.owner == "tilelang-good 1.2.3"
+
+
+def test_resolution_forms_and_bad_option(site) -> None:
+    site.add("tilelang-good", "1.0", unique("good"), backend_source("goodt", aliases=("gt",)), entry="goodt")
+    registry = make_registry()
+    assert registry.resolve({"kind": "gt", "chip": "b"}).name == "goodt"
+    assert registry.resolve("goodt").options == {"chip": "a"}
+    with pytest.raises(TargetOptionError, match="Valid chip values: a, b"):
+        registry.resolve({"kind": "goodt", "chip": "zz"})
+    assert registry.resolve("c") is None  # tilelang's own kind: left to tilelang
+    with pytest.raises(UnknownTargetError) as info:
+        registry.resolve("tpu")
+    assert "goodt (tilelang-good 1.0)" in str(info.value) and "pip install tilelang-tpu" in str(info.value)
+
+
+def test_import_failure_is_isolated_and_loud_when_named(site) -> None:
+    site.add("tilelang-broken", "0.9", unique("broken"), "raise ImportError('libvendor.so: cannot open shared object file')\n", entry="brokent")
+    site.add("tilelang-good", "1.0", unique("good"), backend_source("goodt"), entry="goodt")
+    registry = make_registry()
+    assert registry.resolve("goodt").name == "goodt"  # the other target is unaffected
+    registry.load_all()
+    broken = ours(registry)["brokent"]
+    assert broken.state is State.FAILED and "libvendor.so" in broken.error_text()
+    with pytest.raises(BackendLoadError) as info:
+        registry.resolve("brokent")
+    text = str(info.value)
+    assert "tilelang-broken 0.9" in text and "libvendor.so" in text and "TILECORE_PLUGINS=no:brokent" in text
+    assert isinstance(info.value.__cause__, ImportError)
+
+
+def test_declare_hook_raising_is_isolated(site) -> None:
+    source = "from tilecore import hookimpl\n@hookimpl\ndef tilecore_declare_targets():\n    raise RuntimeError('probe exploded')\n"
+    site.add("tilelang-raises", "2.0", unique("raises"), source, entry="raiset")
+    site.add("tilelang-good", "1.0", unique("good"), backend_source("goodt"), entry="goodt")
+    registry = make_registry()
+    registry.load_all()
+    assert ours(registry)["raiset"].state is State.FAILED
+    assert registry.resolve("goodt") is not None
+    with pytest.raises(BackendLoadError, match="probe exploded"):
+        registry.resolve("raiset")
+
+
+def test_malformed_declaration_is_isolated(site) -> None:
+    source = "from tilecore import hookimpl\n@hookimpl\ndef tilecore_declare_targets():\n    return ['not a spec']\n"
+    site.add("tilelang-malformed", "1.0", unique("malformed"), source, entry="malt")
+    registry = make_registry()
+    registry.load_all()
+    backend = ours(registry)["malt"]
+    assert backend.state is State.FAILED and isinstance(backend.error, PluginValidationError)
+
+
+def test_hook_raising_at_use_names_backend_and_chains(site) -> None:
+    source = backend_source("setupt", setup="raise OSError('compiler vanished')")
+    site.add("tilelang-setup", "3.1", unique("setup"), source, entry="setupt")
+    registry = make_registry()
+    target = registry.resolve("setupt")
+    with pytest.raises(BackendLoadError) as info:
+        registry.setup(target)
+    assert "tilelang-setup 3.1" in str(info.value) and "tilecore_setup" in str(info.value)
+    assert isinstance(info.value.__cause__, OSError)
+
+
+def test_incompatible_api_major_is_refused(site) -> None:
+    site.add("tilelang-future", "9.0", unique("future"), backend_source("futuret"), entry="futuret", api="2.0")
+    registry = make_registry()
+    with pytest.raises(BackendLoadError) as info:
+        registry.resolve("futuret")
+    assert isinstance(info.value.__cause__, IncompatibleBackendError)
+    text = str(info.value)
+    assert "tilelang-future 9.0" in text and "API 2.0" in text and "API 1.0" in text
+
+
+def test_missing_api_version_is_refused(site) -> None:
+    site.add("tilelang-noapi", "1.0", unique("noapi"), backend_source("noapit"), entry="noapit", api=None)
+    registry = make_registry()
+    registry.load_all()
+    assert "tilecore_api_version" in ours(registry)["noapit"].error_text()
+
+
+def test_two_backends_claiming_a_target(site) -> None:
+    site.add("tilelang-alpha", "1.0", unique("alpha"), backend_source("dupt"), entry="dupt")
+    site.add("tilelang-beta", "2.0", unique("beta"), backend_source("betat", aliases=("dupt",)), entry="betat")
+    registry = make_registry()
+    registry.load_all()
+    with pytest.raises(AmbiguousTargetError) as info:
+        registry.resolve("dupt")
+    assert "tilelang-alpha 1.0" in str(info.value) and "tilelang-beta 2.0" in str(info.value)
+    assert "TILECORE_PLUGINS=no:" in str(info.value)
+    picked = make_registry(TILECORE_PLUGINS="no:betat")
+    assert picked.resolve("dupt").distribution == "tilelang-alpha"
+
+
+def test_same_entry_name_from_two_distributions_picked_by_distribution(site) -> None:
+    site.add("tilelang-one", "1.0", unique("one"), backend_source("twint"), entry="twint")
+    site.add("tilelang-two", "1.0", unique("two"), backend_source("twint"), entry="twint")
+    with pytest.raises(AmbiguousTargetError):
+        make_registry().resolve("twint")
+    assert make_registry(TILECORE_PLUGINS="no:tilelang-one").resolve("twint").distribution == "tilelang-two"
+
+
+def test_policy_allow_block_and_autoload_off(site) -> None:
+    site.add("tilelang-good", "1.0", unique("good"), backend_source("goodt"), entry="goodt")
+    blocked = make_registry(TILECORE_PLUGINS="no:goodt")
+    assert ours(blocked)["goodt"].state is State.BLOCKED
+    with pytest.raises(UnknownTargetError, match="blocked by TILECORE_PLUGINS=no:goodt"):
+        blocked.resolve("goodt")
+    off = make_registry(TILECORE_DISABLE_PLUGIN_AUTOLOAD="1")
+    assert ours(off)["goodt"].state is State.BLOCKED
+    named = make_registry(TILECORE_DISABLE_PLUGIN_AUTOLOAD="1", TILECORE_PLUGINS="goodt")
+    assert named.resolve("goodt") is not None
+    allow_other = make_registry(TILECORE_PLUGINS="somethingelse")
+    assert ours(allow_other)["goodt"].state is State.BLOCKED
+
+
+def test_explicit_register_and_validation(site) -> None:
+    from types import ModuleType
+
+    from tilecore import TargetSpec, hookimpl
+
+    def plugin_module(name: str, **attrs: object) -> ModuleType:
+        module = ModuleType(name)
+        module.__dict__.update(attrs)
+        return module
+
+    @hookimpl
+    def tilecore_declare_targets():
+        return [TargetSpec("inproc", "in-process")]
+
+    registry = make_registry()
+    registry.register(plugin_module("inproc", tilecore_api_version="1.0", tilecore_declare_targets=tilecore_declare_targets))
+    assert registry.resolve("inproc").distribution == "<in-process>"
+    with pytest.raises(PluginValidationError):
+        registry.register(plugin_module("noversion", tilecore_declare_targets=tilecore_declare_targets))
+
+    @hookimpl
+    def tilecore_not_a_hook():
+        return None
+
+    with pytest.raises(PluginValidationError):
+        registry.register(plugin_module("typo", tilecore_api_version="1.0", tilecore_not_a_hook=tilecore_not_a_hook))
