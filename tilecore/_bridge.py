@@ -141,6 +141,8 @@ def resolve_tvm(registry: Registry, tvm_target: Any) -> ResolvedTarget | None:
         return None
     _backend, spec = owner
     raw = {opt.name: str(tvm_target.attrs[opt.name]) for opt in spec.options if opt.name in tvm_target.attrs}
+    if spec.upstream is not None and spec.upstream.options_from_attrs is not None:
+        raw.update(spec.upstream.options_from_attrs(tvm_target.attrs))
     return registry.resolve({"kind": spec.name, **raw})
 
 
@@ -313,6 +315,19 @@ def _make_adapter(registry: Registry, target: ResolvedTarget, kernel: CompiledKe
     if adapter is None:
         raise TilecoreError(f"target {target} ({target.owner}) has no tilecore_create_adapter hook implementation.")
     return TilecoreAdapter(kernel, Launcher(kernel, adapter), params, host_source)
+
+
+def _read_cached_text(source: Any) -> str:
+    """Text of tilelang's ``CachedTextSource`` (inline text or a file path) or of a plain string."""
+    if source is None or isinstance(source, str):
+        return source or ""
+    if getattr(source, "text", None) is not None:
+        return source.text
+    path = getattr(source, "path", None)
+    if path and os.path.exists(path):
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    return ""
 
 
 def _kernel_name(func: Any) -> str:
@@ -546,13 +561,13 @@ def _install(registry: Registry) -> None:
         library = kernel_lib_path if kernel_lib_path and os.path.getsize(kernel_lib_path) > 0 else None
         kernel = CompiledKernel(
             name=_kernel_name(func_or_mod),
-            source=str(device_kernel_source),
+            source=_read_cached_text(device_kernel_source),
             params=tparams,
             out_idx=output_indices(result_idx, len(tparams)),
             target=resolved,
             library_path=library,
         )
-        return _make_adapter(registry, resolved, kernel, params, str(host_kernel_source))
+        return _make_adapter(registry, resolved, kernel, params, _read_cached_text(host_kernel_source))
 
     @functools.wraps(original_profiler)
     def get_profiler(self: Any, tensor_supply_type: Any = None) -> Any:

@@ -92,11 +92,15 @@ class Upstream:
     backend makes to say: tilelang's own lowering, codegen and execution
     adapters handle this target; this backend contributes the target name,
     option validation, setup, tensor supply and profiling.  ``attrs`` maps the
-    resolved options to the TVM target attributes upstream expects.
+    resolved options to the TVM target attributes upstream expects;
+    ``options_from_attrs`` is its inverse, needed when an option is stored
+    under another attribute name (HIP's ``arch`` is TVM's ``mcpu``), so a TVM
+    target built by upstream maps back to the same resolved target.
     """
 
     kind: str
     attrs: Callable[[Mapping[str, str]], Mapping[str, Any]] | None = None
+    options_from_attrs: Callable[[Mapping[str, Any]], Mapping[str, str]] | None = None
 
     def tvm_config(self, options: Mapping[str, str]) -> dict[str, Any]:
         config: dict[str, Any] = {"kind": self.kind}

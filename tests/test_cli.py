@@ -1,0 +1,62 @@
+"""``tilecore list`` / ``tilecore doctor``: human and JSON output over real installed backends."""
+
+from __future__ import annotations
+
+import json
+
+from tcsupport import FakeSite, good_backend
+
+CLI = "import sys; from tilecore.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def cli(site: FakeSite, *args: str, **env: str):
+    script = site.root.parent / "cli_main.py"
+    script.write_text(CLI)
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, str(script), *args], env=site.env(**env), capture_output=True, text=True, timeout=300)
+
+
+def install(site: FakeSite) -> None:
+    site.add("tilelang-good", "1.0", "tcfake_cligood", good_backend(), entry="goodt")
+    site.add("tilelang-broken", "0.9", "tcfake_clibroken", "raise ImportError('libvendor.so missing')\n", entry="brokent")
+
+
+def test_list_json(fake_site: FakeSite) -> None:
+    install(fake_site)
+    result = cli(fake_site, "list", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    backends = {b["name"]: b for b in data["backends"]}
+    assert data["plugin_api"] == "1.0" and data["autoload"] is True
+    good = backends["goodt"]
+    assert (good["distribution"], good["version"], good["state"], good["api_version"]) == ("tilelang-good", "1.0", "loaded", "1.0")
+    target = good["targets"][0]
+    assert target["name"] == "goodt" and target["aliases"] == ["goodt-alias"] and target["default_options"] == {"opt": "O2"}
+    assert target["device"] == "cpu" and isinstance(target["available"], bool) and target["reason"]
+    broken = backends["brokent"]
+    assert broken["state"] == "failed" and "libvendor.so missing" in broken["error"]
+    assert backends["democpu"]["targets"][0]["name"] == "democpu"
+
+
+def test_list_human_and_blocking(fake_site: FakeSite) -> None:
+    install(fake_site)
+    result = cli(fake_site, "list", TILECORE_PLUGINS="no:brokent")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "goodt  tilelang-good 1.0  [loaded]  API 1.0" in out
+    assert "target goodt (aliases: goodt-alias): test backend" in out
+    assert "brokent  tilelang-broken 0.9  [blocked]" in out and "blocked by TILECORE_PLUGINS=no:brokent" in out
+
+
+def test_doctor_reports_toolchains_and_failures(fake_site: FakeSite) -> None:
+    install(fake_site)
+    human = cli(fake_site, "doctor")
+    assert human.returncode == 1, "doctor exits non-zero when a backend failed to load"
+    assert "toolchain: c++ test at" in human.stdout and "error: ImportError: libvendor.so missing" in human.stdout
+    assert "packages: tilelang 0.1.15" in human.stdout
+    data = json.loads(cli(fake_site, "doctor", "--json").stdout)
+    good = next(b for b in data["backends"] if b["name"] == "goodt")
+    assert good["targets"][0]["toolchain"]["found_by"] == "PATH"
+    assert data["packages"]["tilelang"] == "0.1.15" and data["cache_dir"]
