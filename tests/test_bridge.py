@@ -90,7 +90,7 @@ cases = {
     "count": lambda: k(x),
     "meta": lambda: k(x.to("meta"), x.to("meta")),
     "option": lambda: tilelang.compile(add, target="democpu:O7"),
-    "unknown": lambda: tilelang.compile(add, target="tpu"),
+    "unknown": lambda: tilelang.compile(add, target="acme-npu"),
 }
 for name, fn in cases.items():
     try:
@@ -107,7 +107,7 @@ for name, fn in cases.items():
     assert "takes 2 input tensors" in lines["count"]
     assert "is on device meta" in lines["meta"]
     assert "O0, O1, O2, O3" in lines["option"] and "tilelang-democpu" in lines["option"]
-    assert "UnknownTargetError" in lines["unknown"] and "pip install tilelang-tpu" in lines["unknown"] and "democpu" in lines["unknown"]
+    assert "UnknownTargetError" in lines["unknown"] and "'acme-npu'" in lines["unknown"] and "democpu (tilelang-democpu" in lines["unknown"]
 
 
 BROKEN_USE = '''

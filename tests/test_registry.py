@@ -82,8 +82,10 @@ def test_resolution_forms_and_bad_option(site) -> None:
     with pytest.raises(TargetOptionError, match="Valid chip values: a, b"):
         registry.resolve({"kind": "goodt", "chip": "zz"})
     assert registry.resolve("c") is None  # tilelang's own kind: left to tilelang
+    # Only our fake backend may load, so the result does not depend on what else is installed.
+    only_ours = make_registry(TILECORE_PLUGINS="goodt")
     with pytest.raises(UnknownTargetError) as info:
-        registry.resolve("tpu")
+        only_ours.resolve("bm1684x")
     assert "goodt (tilelang-good 1.0)" in str(info.value) and "pip install tilelang-tpu" in str(info.value)
 
 
@@ -212,3 +214,26 @@ def test_explicit_register_and_validation(site) -> None:
 
     with pytest.raises(PluginValidationError):
         registry.register(plugin_module("typo", tilecore_api_version="1.0", tilecore_not_a_hook=tilecore_not_a_hook))
+
+
+PRIORITY = '''
+from tilecore import Availability, TargetSpec, hookimpl
+@hookimpl
+def tilecore_declare_targets():
+    return [TargetSpec("fastt", "available, high priority", priority=50, probe=lambda: Availability.yes("here")),
+            TargetSpec("bestt", "best but absent", priority=90, probe=lambda: Availability.no("no card")),
+            TargetSpec("crasht", "probe raises", priority=99, probe=lambda: 1 / 0),
+            TargetSpec("slowt", "available, low priority", priority=1)]
+'''
+
+
+def test_auto_picks_highest_priority_available(site) -> None:
+    site.add("tilelang-prio", "1.0", unique("prio"), PRIORITY, entry="prio")
+    registry = make_registry(TILECORE_PLUGINS="prio")
+    chosen = registry.select_auto()
+    assert chosen is not None and chosen.name == "fastt"
+    from tilecore.registry import probe
+
+    specs = {s.name: s for _, s in registry.declared_targets()}
+    assert "ZeroDivisionError" in probe(specs["crasht"]).reason
+    assert probe(specs["bestt"]).reason == "no card"

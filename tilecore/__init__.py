@@ -106,7 +106,7 @@ def register(plugin: object, name: str | None = None) -> Backend:
 
 
 def resolve_target(target: object) -> ResolvedTarget | None:
-    """Resolve ``"tpu"``, ``"tpu:bm1684x"`` or ``{"kind": ..., ...}`` to a declared target.
+    """Resolve ``"acme"``, ``"acme:x2"`` or ``{"kind": "acme", ...}`` to a declared target.
 
     Returns ``None`` for a tilelang built-in kind no backend declares.
     """

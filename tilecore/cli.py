@@ -143,7 +143,7 @@ def _print_list(data: dict[str, Any], doctor: bool = False) -> None:
         for key, value in data["environment"].items():
             print(f"  {key}={value}")
     if not data["backends"]:
-        print("no backends installed (entry-point group 'tilecore.backends'); e.g. pip install tilelang-tpu")
+        print("no backends installed (entry-point group 'tilecore.backends'); e.g. pip install tilelang-<vendor>")
     for b in data["backends"]:
         head = f"\n{b['name']}  {b['distribution']} {b['version']}  [{b['state']}]"
         if b["api_version"]:

@@ -9,7 +9,7 @@ Environment (read once per activation):
 ``TILECORE_DISABLE_PLUGIN_AUTOLOAD=1``
     Load no entry points, except backends named positively in
     ``TILECORE_PLUGINS`` (as ``PYTEST_PLUGINS`` does for pytest).
-``TILECORE_PLUGINS="tpu,no:hip"``
+``TILECORE_PLUGINS="acme,no:other"``
     Comma-separated backend names.  ``no:NAME`` blocks a backend.  Plain names
     form an allow-list: when any is given, only those backends load.
 """

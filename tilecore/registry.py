@@ -10,6 +10,7 @@ targets.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -119,6 +120,7 @@ def check_api_version(plugin: object, *, who: str) -> str:
     return f"{major}.{minor}"
 
 
+@functools.lru_cache(maxsize=1)
 def _known_distributions() -> dict[str, str]:
     return json.loads(resources.files("tilecore").joinpath("known_targets.json").read_text())
 
@@ -274,11 +276,13 @@ class Registry:
         hits = self._index.get(kind)
         if hits:
             return hits
-        # Lazy path: import the backend(s) whose entry-point name is the kind first,
-        # then, for names that are not the host compiler's own, everything else
-        # (the name may be an alias).
+        # Lazy path: import the backend(s) whose entry-point name is the kind, or whose
+        # distribution known_targets.json names for it (an alias such as "rocm", which is
+        # also a TVM kind), first; then, for names that are not the host compiler's own,
+        # everything else (the name may be an alias).
+        known = _known_distributions().get(kind)
         for backend in self._backends:
-            if backend.name == kind and backend.state is State.DISCOVERED:
+            if (backend.name == kind or backend.distribution == known) and backend.state is State.DISCOVERED:
                 self._load(backend)
         hits = self._index.get(kind)
         if not hits and kind not in set(self._builtin_kinds()):
@@ -374,7 +378,16 @@ class Registry:
         return ResolvedTarget(spec, options, backend.name, backend.distribution, backend.version)
 
     def find_upstream(self, kind: str) -> tuple[Backend, TargetSpec] | None:
-        """The loaded spec that delegates TVM target kind ``kind`` upstream, if any."""
+        """The loaded spec that delegates TVM target kind ``kind`` upstream, if any.
+
+        A backend whose entry-point name is ``kind`` is loaded first: a TVM target that
+        never passed through tilecore's normalizer (a ``Target`` object, or upstream's own
+        normaliser for its own kinds) must still reach the backend that declares it.
+        """
+        self._ensure_discovered()
+        for backend in self._backends:
+            if backend.name == kind and backend.state is State.DISCOVERED:
+                self._load(backend)
         for backend, spec in self.declared_targets():
             if spec.upstream is not None and spec.upstream.kind == kind:
                 return backend, spec

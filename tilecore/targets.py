@@ -5,7 +5,7 @@ Specs are frozen and validated when built, like tilelang's ``BackendModule``
 manifests, so a malformed declaration fails in the backend that made it and
 never half-registers.
 
-User input (``"tpu"``, ``"tpu:bm1684x"``, ``{"kind": "tpu", "chip": "bm1684x"}``)
+User input (``"acme"``, ``"acme:x2"``, ``{"kind": "acme", "chip": "x2"}``)
 is turned into a :class:`ResolvedTarget`: the spec plus a complete, validated
 option mapping.  Hooks receive resolved targets, never raw strings.
 """
@@ -88,13 +88,13 @@ class TargetOption:
 class Upstream:
     """Delegate a target to one of tilelang's built-in backends.
 
-    Setting ``TargetSpec(upstream=Upstream("cuda"))`` is the one-line choice a
+    Setting ``TargetSpec(upstream=Upstream("<tvm kind>"))`` is the one-line choice a
     backend makes to say: tilelang's own lowering, codegen and execution
     adapters handle this target; this backend contributes the target name,
     option validation, setup, tensor supply and profiling.  ``attrs`` maps the
     resolved options to the TVM target attributes upstream expects;
     ``options_from_attrs`` is its inverse, needed when an option is stored
-    under another attribute name (HIP's ``arch`` is TVM's ``mcpu``), so a TVM
+    under another attribute name (an ``arch`` option stored as TVM's ``mcpu``), so a TVM
     target built by upstream maps back to the same resolved target.
     """
 
