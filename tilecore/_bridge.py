@@ -29,7 +29,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tilecore.errors import TilecoreError
+from tilecore.errors import TargetOptionError, TilecoreError
 from tilecore.kernel import CompiledKernel, TensorParam, output_indices
 from tilecore.launch import Launcher, as_list
 from tilecore.registry import Registry
@@ -109,7 +109,13 @@ def tvm_config(target: ResolvedTarget, extra: Mapping[str, Any] | None = None) -
     """The TVM target config for a resolved target."""
     if target.spec.upstream is not None:
         config = target.spec.upstream.tvm_config(target.options)
-        config.update(extra or {})
+        for key, value in (extra or {}).items():
+            if key in config and str(config[key]) != str(value):
+                raise TargetOptionError(
+                    f"target {target} ({target.owner}): TVM attribute {key}={value!r} contradicts {key}={config[key]!r} "
+                    f"derived from the target's options; give one of them."
+                )
+            config[key] = value
         return config
     first = next(iter(target.options.values()), target.name)
     return {
@@ -155,6 +161,9 @@ def _normalizer(registry: Registry) -> Callable[[Any], Any]:
             return None
         from tvm.target import Target
 
+        # Setup is not run here: normalising also serves source-only uses (tilelang.lower) that
+        # need no toolchain.  It runs before compiling: in the cache key (delegated and owned
+        # targets) and in the owned-target pipeline.
         return Target(tvm_config(resolved, registry.upstream_extra(target)))
 
     return normalize

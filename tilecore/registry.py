@@ -326,9 +326,10 @@ class Registry:
         return ResolvedTarget(spec, options, backend.name, backend.distribution, backend.version)
 
     def upstream_extra(self, target: str | Mapping[str, Any]) -> dict[str, Any]:
-        """Keys of a dict target that the delegating spec does not declare (TVM attributes)."""
+        """Keys of a target that the delegating spec does not declare: passed to TVM as attributes
+        (TVM refuses unknown ones), never dropped."""
         resolved = self.resolve(target)
-        if resolved is None or not isinstance(target, Mapping):
+        if resolved is None:
             return {}
         return bind_options(resolved.spec, raw_options(target), owner=resolved.owner, passthrough=True)[1]
 

@@ -1,0 +1,92 @@
+"""Profiling: HIP-event timing through torch's device API, with a cache flush before every call.
+
+A ROCm build of torch implements ``torch.cuda.Event`` with HIP events
+(``hipEventRecord``/``hipEventElapsedTime``), so the timing below is HIP-event
+timing on the kernel's stream, as tilelang's ``do_bench`` does for CUDA.  Each
+timed call is preceded by writing a buffer larger than the device's caches, so
+every call starts cold.  On CDNA3/CDNA4 (MI300, MI350) the last level is the
+256 MB AMD Infinity Cache in front of HBM, so the flush buffer is twice that;
+elsewhere it is upstream's 256 MB.  :func:`bench` refuses to time anything on
+a device that is not a ROCm device of the kernel's architecture
+(:func:`tilelang_hip.runtime.require_device`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from tilecore import ResolvedTarget
+from tilelang_hip import runtime
+
+MIB = 1 << 20
+#: Flush buffer bytes per architecture prefix (Infinity Cache, MALL, is 256 MB on gfx94x/gfx95x).
+FLUSH_BYTES = {"gfx94": 512 * MIB, "gfx95": 512 * MIB}
+DEFAULT_FLUSH_BYTES = 256 * MIB
+MAX_REPEAT = 10_000
+
+
+def flush_bytes(arch: str) -> int:
+    for prefix, size in FLUSH_BYTES.items():
+        if arch.startswith(prefix):
+            return size
+    return DEFAULT_FLUSH_BYTES
+
+
+def event_bench(
+    fn: Callable[[], Any],
+    device: torch.device,
+    *,
+    warmup: float = 25.0,
+    rep: float = 100.0,
+    n_warmup: int = 0,
+    n_repeat: int = 0,
+    cache_bytes: int = DEFAULT_FLUSH_BYTES,
+) -> list[float]:
+    """Milliseconds of each timed call of ``fn`` on ``device``, measured with device events.
+
+    Budgets follow tilelang's ``do_bench``: five flushed calls estimate the
+    cost, then ``warmup``/``rep`` milliseconds set the counts unless
+    ``n_warmup``/``n_repeat`` give them.  Works on any device torch drives
+    through ``torch.cuda`` (HIP on ROCm builds); callers check the vendor.
+    """
+    with torch.cuda.device(device):
+        stream = torch.cuda.current_stream(device)
+        cache = torch.empty(cache_bytes // 4, dtype=torch.int32, device=device)
+        fn()
+        torch.cuda.synchronize(device)
+
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record(stream)
+        for _ in range(5):
+            cache.zero_()
+            fn()
+        end.record(stream)
+        torch.cuda.synchronize(device)
+        # The estimate includes the flushes; that only makes the counts smaller, as upstream's does.
+        estimate_ms = max(start.elapsed_time(end) / 5, 1e-4)
+        warmups = n_warmup if n_warmup > 0 else max(1, int(warmup / estimate_ms))
+        repeats = n_repeat if n_repeat > 0 else max(1, int(rep / estimate_ms))
+        repeats = min(repeats, MAX_REPEAT)
+
+        for _ in range(min(warmups, MAX_REPEAT)):
+            fn()
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+        for begin, finish in zip(starts, ends, strict=True):
+            cache.zero_()
+            begin.record(stream)
+            fn()
+            finish.record(stream)
+        torch.cuda.synchronize(device)
+        return [begin.elapsed_time(finish) for begin, finish in zip(starts, ends, strict=True)]
+
+
+def bench(target: ResolvedTarget, fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int) -> list[float]:
+    """``tilecore_bench`` for ``hip``: HIP-event timing on the checked ROCm device."""
+    device = runtime.require_device(target)
+    return event_bench(
+        fn, device, warmup=warmup, rep=rep, n_warmup=n_warmup, n_repeat=n_repeat, cache_bytes=flush_bytes(target["arch"])
+    )

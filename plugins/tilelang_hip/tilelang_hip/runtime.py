@@ -1,0 +1,126 @@
+"""Runtime: upstream's adapters launch the kernels; this module decides *where* tensors live.
+
+What upstream owns (tilelang 0.1.15, ``tilelang/rocm/execution_backend.py``):
+the execution backends of TVM kind ``hip`` — ``tvm_ffi`` (the default: the
+HSACO code object that hipcc produced is loaded through TVM's ROCm runtime
+module) and ``cython`` — and the JIT adapters that call a kernel with torch
+tensors.  tilecore does not wrap them: a ``hip`` kernel is called exactly as
+it is without tilecore, and this package implements no adapter hook.
+
+What is here is the torch side.  A ROCm build of torch exposes AMD GPUs
+through ``torch.cuda`` and names them ``cuda:<i>``; a CUDA build uses the same
+names for NVIDIA GPUs.  So before tilelang-hip puts a tensor on ``cuda:<i>``
+(profiler inputs) or times a kernel there, it checks that torch is a ROCm
+build, that a device is visible, and that the device's architecture is the
+one the kernel was compiled for.  Anything else is refused with the reason
+and the fix instead of silently using another vendor's device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tilecore import ResolvedTarget, TilecoreError
+
+if TYPE_CHECKING:
+    import torch
+
+ROCM_TORCH_INSTALL = "https://pytorch.org/get-started/locally/ (choose 'ROCm')"
+
+
+class RocmDeviceError(TilecoreError):
+    """No suitable AMD GPU for a ``hip`` kernel: wrong torch build, no device, or another architecture."""
+
+
+@dataclass(frozen=True, slots=True)
+class TorchBuild:
+    """Which GPU vendor the installed torch was built for (``torch.version``)."""
+
+    version: str
+    hip: str | None
+    cuda: str | None
+
+    @property
+    def kind(self) -> str:
+        """``"rocm"``, ``"cuda"`` (NVIDIA) or ``"cpu"``."""
+        if self.hip is not None:
+            return "rocm"
+        return "cuda" if self.cuda is not None else "cpu"
+
+    def describe(self) -> str:
+        if self.kind == "rocm":
+            return f"torch {self.version} (ROCm build, HIP {self.hip})"
+        if self.kind == "cuda":
+            return f"torch {self.version} (CUDA build for NVIDIA GPUs, CUDA {self.cuda})"
+        return f"torch {self.version} (CPU-only build)"
+
+
+def torch_build() -> TorchBuild:
+    import torch
+
+    return TorchBuild(str(torch.__version__), getattr(torch.version, "hip", None), getattr(torch.version, "cuda", None))
+
+
+def normalize_arch(name: object) -> str | None:
+    """``"gfx90a:sramecc+:xnack-"`` -> ``"gfx90a"``; ``None`` for anything that is not a gfx name."""
+    if name is None:
+        return None
+    arch = str(name).strip().split(":", maxsplit=1)[0].lower()
+    return arch if arch.startswith("gfx") and len(arch) > 3 else None
+
+
+def wrong_build_reason(build: TorchBuild, what: str) -> str | None:
+    """Why ``build`` cannot run HIP kernels (``None`` for a ROCm build).  ``what`` names the caller."""
+    if build.kind == "rocm":
+        return None
+    if build.kind == "cuda":
+        return (
+            f"{what}: {build.describe()} is installed; its 'cuda' devices are NVIDIA GPUs, which cannot run AMD HIP "
+            f"code objects, so tilelang-hip refuses to put tensors or launch work there. To run on an AMD GPU, install "
+            f"a ROCm build of torch ({ROCM_TORCH_INSTALL}) on a machine with one; to run on this NVIDIA GPU, compile "
+            f"for target='cuda' instead."
+        )
+    return (
+        f"{what}: {build.describe()} is installed, and HIP kernels need a ROCm build of torch. Install one "
+        f"({ROCM_TORCH_INSTALL}) on a machine with an AMD GPU."
+    )
+
+
+def device_arch(index: int) -> str | None:
+    """The gfx architecture of ROCm torch device ``index`` (``gcnArchName`` without feature flags)."""
+    import torch
+
+    return normalize_arch(getattr(torch.cuda.get_device_properties(index), "gcnArchName", None))
+
+
+def require_device(target: ResolvedTarget) -> torch.device:
+    """The torch device for ``target``'s kernels: ``cuda:<current>`` of a ROCm build, checked.
+
+    Raises :class:`RocmDeviceError` naming the cause and the fix when torch is
+    not a ROCm build, no AMD GPU is visible, or the current device is of
+    another architecture than ``target['arch']``.
+    """
+    import torch
+
+    what = f"target {target} ({target.owner})"
+    reason = wrong_build_reason(torch_build(), what)
+    if reason is not None:
+        raise RocmDeviceError(reason)
+    if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
+        raise RocmDeviceError(
+            f"{what}: {torch_build().describe()} sees no AMD GPU. Check that `rocminfo` lists one, that the amdgpu "
+            f"driver is loaded, that this user may open /dev/kfd and /dev/dri (groups 'render' and 'video'), and "
+            f"that HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES do not hide it."
+        )
+    index = torch.cuda.current_device()
+    arch = device_arch(index)
+    wanted = target["arch"]
+    if arch != wanted:
+        name = torch.cuda.get_device_name(index)
+        raise RocmDeviceError(
+            f"{what}: the current device cuda:{index} ({name}) is {arch}, but the kernel is compiled for {wanted}, "
+            f"whose code object does not load there. Compile for target='hip:{arch}' (or target='hip' to use the "
+            f"detected architecture), or make a {wanted} device current (torch.cuda.set_device, HIP_VISIBLE_DEVICES)."
+        )
+    return torch.device("cuda", index)
