@@ -164,7 +164,11 @@ def _normalizer(registry: Registry) -> Callable[[Any], Any]:
         # Setup is not run here: normalising also serves source-only uses (tilelang.lower) that
         # need no toolchain.  It runs before compiling: in the cache key (delegated and owned
         # targets) and in the owned-target pipeline.
-        return Target(tvm_config(resolved, registry.upstream_extra(target)))
+        config = tvm_config(resolved, registry.upstream_extra(target))
+        try:
+            return Target(config)
+        except Exception as err:  # TVM's message names neither the target nor the backend
+            raise TargetOptionError(f"target {target!r} ({resolved.owner}): TVM refused the target config {config}: {err}") from err
 
     return normalize
 
@@ -419,7 +423,7 @@ def _profiler_class() -> type:
             else:
                 ins = self._get_inputs(dynamic_symbolic_constraints=dynamic_symbolic_constraints)
             call = functools.partial(bench_target, *ins)
-            result = registry.call(target, "tilecore_bench", fn=call, warmup=warmup, rep=rep, n_warmup=n_warmup, n_repeat=n_repeat)
+            result = registry.call(target, "tilecore_bench", fn=call, warmup=warmup, rep=rep, n_warmup=n_warmup, n_repeat=n_repeat, backend=backend)
             if result is None:
                 result = wall_clock_bench(call, warmup=warmup, rep=rep, n_warmup=n_warmup, n_repeat=n_repeat)
             if isinstance(result, list):

@@ -86,8 +86,12 @@ def tilecore_bench(
     rep: float,
     n_warmup: int,
     n_repeat: int,
+    backend: str,
 ) -> float | list[float] | None:
     """Time ``fn`` on the target's device; return milliseconds per call.
     ``warmup``/``rep`` are time budgets in ms and ``n_warmup``/``n_repeat``
     explicit counts that override them when non-zero, as in tilelang's
-    ``do_bench``.  Returning a list gives every sample (tilecore reduces it)."""
+    ``do_bench``; ``backend`` is the timing method the user asked for
+    (tilelang's names: ``"event"`` by default, ``"cudagraph"``, ``"wall"``, ...):
+    honour it or raise a :class:`tilecore.TilecoreError` saying which methods
+    the target supports.  Returning a list gives every sample (tilecore reduces it)."""

@@ -63,7 +63,7 @@ def test_supply_and_bench_refuse_this_torch_unless_it_is_rocm() -> None:
         registry.call(target, "tilecore_supply_tensor", param=PARAM, supply="normal")
     assert "target hip:arch=gfx942 (tilelang-hip" in str(info.value)
     with pytest.raises(runtime.RocmDeviceError, match="ROCm build of torch"):
-        registry.call(target, "tilecore_bench", fn=lambda: None, warmup=1.0, rep=1.0, n_warmup=0, n_repeat=0)
+        registry.call(target, "tilecore_bench", fn=lambda: None, warmup=1.0, rep=1.0, n_warmup=0, n_repeat=0, backend="event")
 
 
 def test_flush_covers_the_infinity_cache() -> None:

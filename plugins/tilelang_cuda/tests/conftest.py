@@ -1,0 +1,33 @@
+"""Fixtures of the tilelang-cuda tests: isolated caches and the shared test library."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture(autouse=True)
+def _isolated_caches(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test gets its own tilelang and tilecore cache dirs (never the user's)."""
+    root = tmp_path_factory.mktemp("caches")
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(root / "tilelang"))
+    monkeypatch.setenv("TILECORE_CACHE_DIR", str(root / "tilecore"))
+
+
+@pytest.fixture(scope="session")
+def lib() -> ModuleType:
+    """``tests/cuda_testlib.py`` (kernels, cubin helpers), imported by path."""
+    name = "tilelang_cuda_testlib"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, HERE / "cuda_testlib.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]

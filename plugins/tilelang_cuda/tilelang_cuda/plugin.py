@@ -1,0 +1,69 @@
+"""Hook implementations: the entry point ``cuda = "tilelang_cuda.plugin"``.
+
+The target is delegated upstream (``cuda_target.TARGET.upstream``), so this module
+implements no ``tilecore_lower``/``tilecore_codegen``/``tilecore_create_adapter``:
+tilecore calls those only for targets a backend compiles itself (see
+``lowering``, ``codegen`` and ``runtime`` for what upstream does instead).
+Importing it stays cheap: no GPU or nvcc probing until a hook runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from tilecore import ResolvedTarget, TensorParam, Toolchain, hookimpl
+from tilecore.errors import TilecoreError
+from tilecore.supply import make_tensor
+from tilelang_cuda import __version__, lowering, profiling, runtime, setup
+from tilelang_cuda import target as cuda_target
+
+tilecore_api_version = "1.0"
+
+
+def _who(resolved: ResolvedTarget) -> str:
+    return f"target {resolved} ({resolved.owner})"
+
+
+@hookimpl
+def tilecore_declare_targets():
+    return [cuda_target.TARGET]
+
+
+@hookimpl
+def tilecore_setup(target: ResolvedTarget) -> Toolchain:
+    toolchain = setup.find_nvcc(_who(target))
+    notes = list(toolchain.notes)
+    arch = target["arch"]
+    variant = lowering.variant_note(arch)
+    if variant is not None:
+        warnings.warn(f"{_who(target)}: {variant}", stacklevel=2)
+        notes.append(variant)
+    notes.append("execution backends: " + ", ".join(b.describe() for b in runtime.execution_backends(arch)))
+    return dataclasses.replace(toolchain, notes=tuple(notes))
+
+
+def _require_gpu(resolved: ResolvedTarget, action: str) -> None:
+    problem = cuda_target.gpu_problem()
+    if problem is not None:
+        raise TilecoreError(
+            f"{_who(resolved)} cannot {action}: {problem}. Kernels compiled without a GPU can be inspected "
+            "(kernel.get_kernel_source()) but run only on a machine with an NVIDIA GPU."
+        )
+
+
+@hookimpl
+def tilecore_supply_tensor(target: ResolvedTarget, param: TensorParam, supply: str):
+    _require_gpu(target, "make input tensors")
+    return make_tensor(param, supply, target.device)
+
+
+@hookimpl
+def tilecore_bench(target: ResolvedTarget, fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int, backend: str):
+    _require_gpu(target, "time kernels")
+    return profiling.bench(fn, warmup, rep, n_warmup, n_repeat, backend)
+
+
+__all__ = ["__version__"]

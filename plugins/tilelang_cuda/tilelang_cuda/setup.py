@@ -1,0 +1,136 @@
+"""Environment/toolchain setup: find nvcc and its version.
+
+nvcc is looked for where upstream TileLang looks when it is imported:
+``$CUDA_HOME``/``$CUDA_PATH``, ``nvcc`` on ``PATH``, the ``nvidia-cuda-nvcc``
+wheel (13.0 and newer ship nvcc itself), then ``/usr/local/cuda``.  Upstream
+runs the compiler, so the :class:`~tilecore.Toolchain` reports the nvcc it will
+run (``tilelang.contrib.nvcc.get_nvcc_compiler()``) and notes any disagreement
+with this search.  Its fingerprint, ``nvcc==<version>``, salts tilecore's
+compile-cache key.  No GPU is needed: compile-only use works wherever nvcc is.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from tilecore import Toolchain, ToolchainError
+
+INSTALL_HINT = (
+    "install the CUDA toolkit (https://developer.nvidia.com/cuda-downloads) or `pip install nvidia-cuda-nvcc` (13.0 or newer), "
+    "or point CUDA_HOME at an existing toolkit"
+)
+_VERSION = re.compile(r"release\s+[\d.]+,\s+V([\d.]+)")
+
+
+@dataclass(frozen=True, slots=True)
+class NvccLocation:
+    path: Path
+    found_by: str
+
+
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def _wheel_nvcc() -> Path | None:
+    try:
+        files = importlib.metadata.files("nvidia-cuda-nvcc") or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for file in files:
+        if file.name == "nvcc":
+            return Path(str(file.locate()))
+    return None
+
+
+def _candidates() -> list[NvccLocation]:
+    found: list[NvccLocation] = []
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        home = os.environ.get(var)
+        if home:
+            found.append(NvccLocation(Path(home) / "bin" / "nvcc", f"${var}"))
+    on_path = shutil.which("nvcc")
+    if on_path:
+        found.append(NvccLocation(Path(on_path), "PATH"))
+    wheel = _wheel_nvcc()
+    if wheel is not None:
+        found.append(NvccLocation(wheel, "the nvidia-cuda-nvcc wheel"))
+    found.append(NvccLocation(Path("/usr/local/cuda/bin/nvcc"), "/usr/local/cuda"))
+    return found
+
+
+def describe_search() -> str:
+    """Where :func:`locate_nvcc` looks, for error messages."""
+    return "$CUDA_HOME/bin, $CUDA_PATH/bin, PATH, the nvidia-cuda-nvcc wheel, /usr/local/cuda/bin"
+
+
+def locate_nvcc() -> NvccLocation | None:
+    """The first nvcc in search order, without running it (cheap enough for probes)."""
+    return next((c for c in _candidates() if _executable(c.path)), None)
+
+
+def upstream_nvcc() -> Path | None:
+    """The nvcc upstream TileLang will run (its CUDA_HOME is fixed when tilelang is imported)."""
+    from tilelang.env import CUDA_HOME
+
+    if not CUDA_HOME:
+        return None
+    path = Path(CUDA_HOME) / "bin" / "nvcc"
+    return path if _executable(path) else None
+
+
+def nvcc_version(nvcc: Path, who: str) -> str:
+    """``13.0.88`` from ``nvcc --version``."""
+    try:
+        result = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise ToolchainError(f"{who}: running {nvcc} --version failed ({type(err).__name__}: {err}); {INSTALL_HINT}") from err
+    match = _VERSION.search(result.stdout)
+    if result.returncode != 0 or match is None:
+        raise ToolchainError(
+            f"{who}: {nvcc} --version exited with {result.returncode} and printed no version "
+            f"({(result.stdout + result.stderr).strip()[-300:]!r}); {INSTALL_HINT}"
+        )
+    return match.group(1)
+
+
+def find_nvcc(who: str) -> Toolchain:
+    """The nvcc upstream compiles with, its version and how it was found.
+
+    ``who`` names the target and distribution in errors.
+    """
+    from tilelang.env import CUDA_HOME
+
+    located = locate_nvcc()
+    compiler = upstream_nvcc()
+    if compiler is None:
+        if located is None:
+            raise ToolchainError(f"{who} needs nvcc and found none (looked at {describe_search()}); {INSTALL_HINT}.")
+        home = f"CUDA_HOME={CUDA_HOME}, which has no bin/nvcc" if CUDA_HOME else "no CUDA_HOME"
+        raise ToolchainError(
+            f"{who}: upstream TileLang compiles with $CUDA_HOME/bin/nvcc, and when it was imported it resolved {home}; "
+            f"nvcc exists at {located.path} (found by {located.found_by}). Set CUDA_HOME={located.path.parent.parent} "
+            "(or unset a wrong one) before importing tilelang."
+        )
+    notes: list[str] = []
+    if located is not None and os.path.realpath(located.path) == os.path.realpath(compiler):
+        found_by = located.found_by
+    else:
+        found_by = "tilelang's CUDA_HOME"
+        if located is not None:
+            notes.append(f"nvcc search order finds {located.path} ({located.found_by}), but tilelang compiles with {compiler}")
+    version = nvcc_version(compiler, who)
+    return Toolchain(
+        name="nvcc",
+        version=version,
+        location=str(compiler),
+        found_by=found_by,
+        fingerprint=f"nvcc=={version}",
+        notes=tuple(notes),
+    )
