@@ -156,6 +156,8 @@ def _normalizer(registry: Registry) -> Callable[[Any], Any]:
     def normalize(target: Any) -> Any:
         if not isinstance(target, (str, Mapping)) or target == "auto":
             return None
+        if isinstance(target, str) and len(target.split()) > 1:
+            return None  # TVM's own string syntax ("<kind> -attr=value"): tilelang parses it
         resolved = registry.resolve(target)
         if resolved is None:
             return None

@@ -403,7 +403,9 @@ class Registry:
     # -- hooks -----------------------------------------------------------------------------
 
     def _other_plugins(self, backend: Backend) -> list[object]:
-        return [b.plugin for b in self._backends if b is not backend and b.plugin is not None]
+        """Plugins to leave out when calling ``backend``'s hooks: the other backends that declare
+        targets.  Plugins declaring none (tracing, logging wrappers) stay in every call."""
+        return [b.plugin for b in self._backends if b is not backend and b.plugin is not None and b.targets]
 
     def call(self, target: ResolvedTarget, hook: str, **kwargs: Any) -> Any:
         """Call ``hook`` on the backend owning ``target`` (and target-less plugins).

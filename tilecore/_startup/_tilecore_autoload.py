@@ -6,6 +6,9 @@ stdlib-only and does almost nothing until tilelang is imported: it puts one
 finder on ``sys.meta_path`` that waits for the ``tilelang`` module, lets the
 normal loader execute it, then calls ``tilecore._autoload_activate()`` and
 removes itself.  ``TILECORE_DISABLE_PLUGIN_AUTOLOAD=1`` turns it off.
+
+PYTEST_DONT_REWRITE: the tilecore distribution provides a pytest plugin, so
+pytest would try to assertion-rewrite this already-imported module and warn.
 """
 
 import os

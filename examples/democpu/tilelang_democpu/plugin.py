@@ -51,8 +51,8 @@ def tilecore_supply_tensor(target: ResolvedTarget, param: TensorParam, supply: s
 
 
 @hookimpl
-def tilecore_bench(target: ResolvedTarget, fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int):
-    return profiling.bench(fn, warmup, rep, n_warmup, n_repeat)
+def tilecore_bench(target: ResolvedTarget, fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int, backend: str):
+    return profiling.bench(fn, warmup, rep, n_warmup, n_repeat, backend)
 
 
 __all__ = ["__version__"]

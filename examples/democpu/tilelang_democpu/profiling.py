@@ -5,8 +5,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from tilecore import TilecoreError
 from tilecore.supply import wall_clock_bench
 
+from tilelang_democpu import __version__
 
-def bench(fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int) -> list[float]:
+#: tilelang's do_bench(backend=...) names this backend can honour: both mean host wall clock here.
+METHODS = ("event", "wall")
+
+
+def bench(fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int, backend: str = "event") -> list[float]:
+    if backend not in METHODS:
+        raise TilecoreError(
+            f"target 'democpu' (tilelang-democpu {__version__}) times kernels with the host clock; "
+            f"do_bench(backend={backend!r}) is not available. Valid: {', '.join(METHODS)}."
+        )
     return wall_clock_bench(fn, warmup=warmup, rep=rep, n_warmup=n_warmup, n_repeat=n_repeat)
