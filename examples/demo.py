@@ -14,7 +14,6 @@ import time
 
 import tilelang
 import tilelang.language as T
-import torch
 
 M, N, BLOCK = 256, 192, 64
 

@@ -7,7 +7,6 @@ from typing import Any
 
 from tilecore import TilecoreError
 from tilecore.supply import wall_clock_bench
-
 from tilelang_democpu import __version__
 
 #: tilelang's do_bench(backend=...) names this backend can honour: both mean host wall clock here.
