@@ -237,3 +237,28 @@ def test_auto_picks_highest_priority_available(site) -> None:
     specs = {s.name: s for _, s in registry.declared_targets()}
     assert "ZeroDivisionError" in probe(specs["crasht"]).reason
     assert probe(specs["bestt"]).reason == "no card"
+
+
+def test_targetless_wrapper_plugins_see_every_backend_call(site) -> None:
+    """Cross-cutting plugins (tracing, logging) declare no target and wrap every backend's hooks."""
+    from types import ModuleType
+
+    from tilecore import hookimpl
+
+    site.add("tilelang-good", "1.0", unique("good"), backend_source("goodt", setup="return None"), entry="goodt")
+    site.add("tilelang-other", "1.0", unique("other"), backend_source("othert", setup="raise AssertionError('wrong backend called')"), entry="othert")
+    registry = make_registry()
+    seen: list[str] = []
+
+    @hookimpl(wrapper=True)
+    def tilecore_setup(target):
+        seen.append(str(target))
+        return (yield)
+
+    tracer = ModuleType("tracer")
+    tracer.tilecore_api_version = "1.0"
+    tracer.tilecore_setup = tilecore_setup
+    registry.register(tracer)
+    registry.load_all()
+    assert registry.setup(registry.resolve("goodt")) is None  # othert's setup (which raises) is not called
+    assert seen == ["goodt:chip=a"]
