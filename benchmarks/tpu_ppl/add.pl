@@ -1,0 +1,26 @@
+// Hand-written PPL twin of the TileLang add in benchmarks/tpu_vs_ppl.py (written for that
+// comparison; ABI of tilelang_tpu/abi.py): C = A + B for fp32[1024, 1024], 64 x 512 tiles.
+#include "ppl.h"
+using namespace ppl;
+
+__KERNEL__ void add_kernel(fp32 *ptr_0, fp32 *ptr_1, fp32 *ptr_2) {
+  const int M = 1024, N = 1024, BM = 64, BN = 512;
+  dim4 shape = {1, M, 1, N};
+  auto ga = gtensor<fp32>(shape, GLOBAL, ptr_0);
+  auto gb = gtensor<fp32>(shape, GLOBAL, ptr_1);
+  auto gc = gtensor<fp32>(shape, GLOBAL, ptr_2);
+  dim4 block = {1, BM, 1, BN};
+  for (int m = 0; m < M; m += BM) {
+    for (int n = 0; n < N; n += BN) {
+      ppl::enable_pipeline();
+      dim4 offset = {0, m, 0, n};
+      auto a = make_tensor<fp32>(block, block);
+      auto b = make_tensor<fp32>(block, block);
+      auto c = make_tensor<fp32>(block, block);
+      dma::load(a, ga.sub_view(block, offset));
+      dma::load(b, gb.sub_view(block, offset));
+      tiu::fadd(c, a, b);
+      dma::store(gc.sub_view(block, offset), c);
+    }
+  }
+}

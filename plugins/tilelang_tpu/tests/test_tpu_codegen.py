@@ -1,0 +1,365 @@
+"""The PPL code generator on real TileLang kernels: the text it emits, that
+ppl-compile accepts it for BM1690 and BM1684X, and the errors for what it does
+not support.  (Running the kernels against torch: test_tpu_codegen_e2e.py.)"""
+
+import re
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tilelang
+import tilelang.language as T
+from tilelang_tpu import codegen, lowering, setup
+
+# ---------------------------------------------------------------------------- kernels
+
+
+def copy_kernel(M: int, N: int, BM: int, BN: int, dtype: str = "float32") -> Any:
+    @T.prim_func
+    def copy(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, BN), T.ceildiv(M, BM), threads=1) as (bx, by):
+            a = T.alloc_shared((BM, BN), dtype)
+            T.copy(A[by * BM, bx * BN], a)
+            T.copy(a, B[by * BM, bx * BN])
+
+    return copy
+
+
+def axpy_kernel(M: int, N: int, BM: int, BN: int) -> Any:
+    @T.prim_func
+    def axpy(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, BN), T.ceildiv(M, BM), threads=1) as (bx, by):
+            a = T.alloc_shared((BM, BN), "float32")
+            b = T.alloc_shared((BM, BN), "float32")
+            c = T.alloc_fragment((BM, BN), "float32")
+            T.copy(A[by * BM, bx * BN], a)
+            T.copy(B[by * BM, bx * BN], b)
+            for i, j in T.Parallel(BM, BN):
+                c[i, j] = a[i, j] * 2.0 + b[i, j]
+            T.copy(c, C[by * BM, bx * BN])
+
+    return axpy
+
+
+def mixed_kernel(M: int, N: int) -> Any:
+    @T.prim_func
+    def mixed(A: T.Tensor((M, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            a = T.alloc_shared((M, N), "float16")
+            c = T.alloc_fragment((M, N), "float32")
+            T.fill(c, 1.5)
+            T.copy(A, a)
+            for i, j in T.Parallel(M, N):
+                c[i, j] = T.exp(T.cast(a[i, j], "float32")) + T.max(c[i, j], 0.0)
+            for _k in T.serial(2):
+                for i, j in T.Parallel(M, N):
+                    c[i, j] = c[i, j] * 0.5
+            T.copy(c, C)
+
+    return mixed
+
+
+def row_reduce_kernel(M: int, N: int, BM: int, kind: str) -> Any:
+    reducer = {"max": T.reduce_max, "sum": T.reduce_sum, "min": T.reduce_min, "abssum": T.reduce_abssum, "absmax": T.reduce_absmax}[kind]
+
+    @T.prim_func
+    def row_reduce(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, 1), "float32")):
+        with T.Kernel(T.ceildiv(M, BM), threads=1) as bx:
+            x = T.alloc_shared((BM, N), "float32")
+            y = T.alloc_fragment((BM, 1), "float32")
+            T.copy(X[bx * BM, 0], x)
+            reducer(x, y, dim=1)
+            T.copy(y, Y[bx * BM, 0])
+
+    return row_reduce
+
+
+def matmul_kernel(M: int, N: int, K: int, BM: int, BN: int, BK: int, dtype: str, transpose_b: bool = False) -> Any:
+    b_shape = (N, K) if transpose_b else (K, N)
+    b_tile = (BN, BK) if transpose_b else (BK, BN)
+
+    @T.prim_func
+    def matmul(A: T.Tensor((M, K), dtype), B: T.Tensor(b_shape, dtype), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, BN), T.ceildiv(M, BM), threads=1) as (bx, by):
+            a = T.alloc_shared((BM, BK), dtype)
+            b = T.alloc_shared(b_tile, dtype)
+            c = T.alloc_fragment((BM, BN), "float32")
+            T.clear(c)
+            for k in T.Pipelined(T.ceildiv(K, BK), num_stages=2):
+                T.copy(A[by * BM, k * BK], a)
+                if transpose_b:
+                    T.copy(B[bx * BN, k * BK], b)
+                else:
+                    T.copy(B[k * BK, bx * BN], b)
+                T.gemm(a, b, c, transpose_B=transpose_b)
+            T.copy(c, C[by * BM, bx * BN])
+
+    return matmul
+
+
+def softmax_kernel(M: int, N: int, BM: int) -> Any:
+    @T.prim_func
+    def softmax(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, BM), threads=1) as bx:
+            x = T.alloc_shared((BM, N), "float32")
+            m = T.alloc_fragment((BM,), "float32")
+            s = T.alloc_fragment((BM,), "float32")
+            T.copy(X[bx * BM, 0], x)
+            T.reduce_max(x, m, dim=1)
+            for i, j in T.Parallel(BM, N):
+                x[i, j] = T.exp(x[i, j] - m[i])
+            T.reduce_sum(x, s, dim=1)
+            for i, j in T.Parallel(BM, N):
+                x[i, j] = x[i, j] / s[i]
+            T.copy(x, Y[bx * BM, 0])
+
+    return softmax
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def device_module(func: Any, target: str = "tpu") -> tuple[Any, Any]:
+    """(device IRModule, TVM target) of ``func`` lowered for ``target``, as the tpu backend lowers it."""
+    from tilelang.backend.target import determine_target
+    from tvm import IRModule
+    from tvm.ir import CallingConv
+
+    tvm_target = determine_target(target, return_object=True)
+    lowered = lowering.lower(IRModule({func.attrs["global_symbol"]: func}), tvm_target)
+    kernels = {
+        g: f
+        for g, f in lowered.functions.items()
+        if f.attrs is not None and f.attrs.get("calling_conv") == CallingConv.DEVICE_KERNEL_LAUNCH
+    }
+    return IRModule(kernels), tvm_target
+
+
+def ppl_of(func: Any) -> str:
+    """The PPL the tpu backend generates for ``func``."""
+    device, tvm_target = device_module(func)
+    return codegen.generate(device, tvm_target, "bm1690")
+
+
+def ppl_compile(source: str, chip: str, toolchain: setup.TpuToolchain, workdir: Path) -> subprocess.CompletedProcess[str]:
+    path = workdir / f"k_{chip}.pl"
+    path.write_text(source)
+    cmd = [
+        str(toolchain.ppl_compile),
+        str(path),
+        "--I",
+        str(toolchain.include_dir),
+        "--chip",
+        toolchain.chip_code(chip),
+        "--O2",
+        "-o",
+        str(workdir / f"gen_{chip}"),
+    ]
+    return subprocess.run(cmd, capture_output=True, text=True, env=toolchain.process_env(), timeout=120, check=False)
+
+
+KERNELS: dict[str, Callable[[], Any]] = {
+    "copy_edge": lambda: copy_kernel(130, 300, 64, 128),
+    "copy_f16": lambda: copy_kernel(64, 256, 64, 256, "float16"),
+    "axpy": lambda: axpy_kernel(130, 300, 64, 128),
+    "mixed": lambda: mixed_kernel(64, 256),
+    "reduce_max": lambda: row_reduce_kernel(130, 300, 64, "max"),
+    "reduce_min": lambda: row_reduce_kernel(130, 300, 64, "min"),
+    "reduce_abssum": lambda: row_reduce_kernel(64, 100, 64, "abssum"),
+    "matmul_f16": lambda: matmul_kernel(128, 128, 256, 64, 64, 64, "float16"),
+    "matmul_bf16_nt": lambda: matmul_kernel(64, 64, 128, 64, 64, 64, "bfloat16", transpose_b=True),
+    "matmul_f32": lambda: matmul_kernel(128, 64, 128, 64, 64, 64, "float32"),
+    "softmax": lambda: softmax_kernel(100, 200, 64),
+}
+
+# ---------------------------------------------------------------------------- structure
+
+
+def test_entry_signature_follows_abi() -> None:
+    src = ppl_of(axpy_kernel(130, 300, 64, 128))
+    kernels = re.findall(r"__KERNEL__ void (\w+)\((.*)\)", src)
+    assert kernels == [("axpy_kernel", "fp32 *ptr_0, fp32 *ptr_1, fp32 *ptr_2")]
+    assert '#include "ppl.h"' in src
+
+
+def test_elementwise_is_whole_tile_ops_with_edge_tiles() -> None:
+    src = ppl_of(axpy_kernel(130, 300, 64, 128))
+    # Tile-level PPL: DMA of whole tiles, one tiu op per arithmetic operation, no per-element loops.
+    assert src.count("dma::load(") == 2 and src.count("dma::store(") == 1
+    assert "tiu::fmul(t, a, 2.0f);" in src and "tiu::fadd(c, t, b);" in src
+    assert len(re.findall(r"\bfor \(", src)) == 2  # the two block loops only
+    # 130 x 300 does not divide into 64 x 128 tiles: runtime-clipped extents, zero-filled loads.
+    assert "min(64, 130 - (by * 64))" in src and "min(128, 300 - (bx * 128))" in src
+    assert "dma::zero(a)" in src
+
+
+def test_divisible_shapes_need_no_clipping() -> None:
+    src = ppl_of(copy_kernel(128, 256, 64, 128))
+    assert "min(" not in src and "zero(" not in src
+    assert "dma::load(a, g_A.sub_view(" in src
+
+
+def test_fill_cast_exp_and_serial_loop() -> None:
+    src = ppl_of(mixed_kernel(64, 256))
+    assert "tiu::fill(c, 1.5f);" in src
+    assert re.search(r"tiu::cast\(\w+, a\);", src)
+    assert "fexp(" in src and "tiu::fmax(" in src
+    assert "for (int _k = 0; _k < 2; ++_k)" in src
+
+
+def test_reductions_use_pooling_with_row_padding() -> None:
+    src = ppl_of(row_reduce_kernel(130, 300, 64, "max"))
+    assert "quick_pooling(" in src
+    # the reduced rows are padded to whole execution units in local memory
+    assert re.search(r"dim4 \w+_block = \{1, 64, 1, 320\};", src)
+    src_min = ppl_of(row_reduce_kernel(130, 300, 64, "min"))
+    assert "-1.0f" in src_min  # min = -max(-x)
+
+
+def test_gemm_forms() -> None:
+    f16 = ppl_of(matmul_kernel(128, 128, 256, 64, 64, 64, "float16"))
+    assert "tiu::fmm2_nn(c, a, b, true);" in f16 and "ppl::enable_pipeline();" in f16
+    nt = ppl_of(matmul_kernel(64, 64, 128, 64, 64, 64, "bfloat16", transpose_b=True))
+    assert "tiu::fmm2_nt(c, a, b, true);" in nt
+    f32 = ppl_of(matmul_kernel(128, 64, 128, 64, 64, 64, "float32"))
+    assert "tiu::fmm(c, a, b, true);" in f32
+    assert "dim4 a_block = {64, 1, 1, 64};" in f32  # mm v1 operand layout: rows on N
+
+
+def test_softmax_broadcasts_row_vectors() -> None:
+    src = ppl_of(softmax_kernel(100, 200, 64))
+    assert src.count("quick_pooling(") == 2
+    assert ".view(" in src and "{0, 1, 1, 0}" in src  # stride-0 view of the per-row max / sum
+
+
+# ---------------------------------------------------------------------------- ppl-compile
+
+
+@pytest.mark.parametrize("chip", ["bm1690", "bm1684x"])
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_ppl_compile_accepts(name: str, chip: str, toolchain: setup.TpuToolchain, tmp_path: Path) -> None:
+    src = ppl_of(KERNELS[name]())
+    result = ppl_compile(src, chip, toolchain, tmp_path)
+    assert result.returncode == 0, f"ppl-compile rc={result.returncode}\n{result.stdout}\n{result.stderr}\n{src}"
+
+
+def test_tile_too_large_for_local_memory_is_exit_17(toolchain: setup.TpuToolchain, tmp_path: Path) -> None:
+    # 64 x 65536 fp32 = 16 MiB in local memory: far beyond 256 KiB per lane.
+    src = ppl_of(copy_kernel(64, 65536, 64, 65536))
+    result = ppl_compile(src, "bm1690", toolchain, tmp_path)
+    assert result.returncode == 17, result.stdout + result.stderr
+
+
+# ---------------------------------------------------------------------------- errors
+
+
+def _scalar_store(M: int = 64, N: int = 64) -> Any:
+    @T.prim_func
+    def scalar_store(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            a = T.alloc_shared((M, N), "float32")
+            T.copy(A, a)
+            for i in T.serial(M):
+                a[i, 0] = 1.0
+            T.copy(a, B)
+
+    return scalar_store
+
+
+def _global_read_in_parallel(M: int = 64, N: int = 64) -> Any:
+    @T.prim_func
+    def global_read(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            b = T.alloc_fragment((M, N), "float32")
+            for i, j in T.Parallel(M, N):
+                b[i, j] = A[i, j] + 1.0
+            T.copy(b, B)
+
+    return global_read
+
+
+def _transpose_a(M: int = 64, N: int = 64, K: int = 64) -> Any:
+    @T.prim_func
+    def gemm_ta(A: T.Tensor((K, M), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            a = T.alloc_shared((K, M), "float16")
+            b = T.alloc_shared((K, N), "float16")
+            c = T.alloc_fragment((M, N), "float32")
+            T.copy(A, a)
+            T.copy(B, b)
+            T.gemm(a, b, c, transpose_A=True, clear_accum=True)
+            T.copy(c, C)
+
+    return gemm_ta
+
+
+def _reduce_rows(M: int = 64, N: int = 64) -> Any:
+    @T.prim_func
+    def reduce_dim0(X: T.Tensor((M, N), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            x = T.alloc_fragment((M, N), "float32")
+            y = T.alloc_fragment((N,), "float32")
+            T.copy(X, x)
+            T.reduce_sum(x, y, dim=0)
+            T.copy(y, Y)
+
+    return reduce_dim0
+
+
+def _cumsum(M: int = 64, N: int = 64) -> Any:
+    @T.prim_func
+    def cumsum(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            x = T.alloc_shared((M, N), "float32")
+            T.copy(X, x)
+            T.cumsum(x, dim=1)
+            T.copy(x, Y)
+
+    return cumsum
+
+
+def _oversized_region(M: int = 130, BM: int = 64) -> Any:
+    @T.prim_func
+    def bad_copy(X: T.Tensor((M, 1), "float32"), Y: T.Tensor((M, 1), "float32")):
+        with T.Kernel(T.ceildiv(M, BM), threads=1) as bx:
+            y = T.alloc_fragment((BM,), "float32")
+            T.copy(X[bx * BM, 0], y)  # a [1, 64] region of a [130, 1] tensor
+            T.copy(y, Y[bx * BM, 0])
+
+    return bad_copy
+
+
+@pytest.mark.parametrize(
+    ("factory", "construct", "where"),
+    [
+        (_scalar_store, "scalar store to a", "a[i, 0] = T.float32(1.0)"),
+        (_global_read_in_parallel, "read of global tensor A inside T.Parallel", "T.parallel"),
+        (_transpose_a, "T.gemm with transpose_A=True", "T.gemm("),
+        (_reduce_rows, "T.reduce_sum over dim 0", "T.reduce("),
+        (_cumsum, "T.cumsum", "T.cumsum("),
+        (_oversized_region, "T.copy region of extent 64 along dimension 1 of X", "T.copy("),
+    ],
+)
+def test_unsupported_construct_is_named(factory: Callable[[], Any], construct: str, where: str) -> None:
+    with pytest.raises(codegen.TpuCodegenError) as info:
+        ppl_of(factory())
+    message = str(info.value)
+    assert construct in message
+    assert where in message  # the offending TIR statement
+    assert "tilelang-tpu" in message and "target tpu" in message
+    assert isinstance(info.value, ValueError)
+
+
+def test_tilelang_compile_reports_the_codegen_error(toolchain: setup.TpuToolchain) -> None:
+    with pytest.raises(codegen.TpuCodegenError, match="scalar store to a"):
+        tilelang.compile(_scalar_store(), target="tpu", out_idx=[-1])
+
+
+def test_registered_as_tvm_build_function() -> None:
+    import tvm_ffi
+
+    device, tvm_target = device_module(axpy_kernel(130, 300, 64, 128), "tpu:bm1684x")
+    source = tvm_ffi.get_global_func(codegen.BUILD_FUNCTION)(device, tvm_target).inspect_source()
+    assert "__KERNEL__ void axpy_kernel(" in source and "for chip bm1684x" in source

@@ -1,0 +1,206 @@
+"""The ``tilelang-tpu`` command: ``toolchain install`` and ``toolchain info``.
+
+``toolchain install`` fetches SophGo's ``tpu_mlir`` wheel with pip into a
+private temporary directory (``--no-deps --ignore-requires-python``: the
+wheel's metadata pins Python 3.10, and none of its Python code is used),
+unpacks only what compiling PPL and running the emulators need (see
+:data:`KEEP_PREFIXES` and :data:`KEEP_LIBRARIES`, about 183 MiB of the 906 MiB
+package) into a staging folder next to the destination, and publishes it with
+one rename.  Running it again is a no-op.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+
+from tilecore import ToolchainError
+from tilecore.paths import private_tempdir, publish_dir
+from tilelang_tpu import __version__
+from tilelang_tpu.setup import (
+    INSTALL_COMMAND,
+    RUNTIME_LIBRARIES,
+    TOOLCHAIN_WHEEL_VERSION,
+    find_toolchain,
+    from_install,
+    install_root,
+)
+
+PACKAGE = "tpu_mlir"
+_PPL = f"{PACKAGE}/cross_toolchains/ppl_compile/"
+#: Wheel members kept: the compiler, its headers, chip/runtime deps and its version file.
+KEEP_PREFIXES = (f"{_PPL}bin/", f"{_PPL}inc/", f"{_PPL}deps/")
+KEEP_FILES = (f"{_PPL}version",)
+#: Runtime and emulator libraries (in tpu_mlir/lib) for every supported chip, plus the
+#: emulator's own oneDNN/OpenMP (Debian's libdnnl is an incompatible 2.x).
+KEEP_LIBRARIES = (
+    *sorted({lib for libs in RUNTIME_LIBRARIES.values() for lib in libs}),
+    "third_party/libdnnl.so.3",
+    "third_party/libgomp.so.1",
+    "third_party/libomp.so.5",
+)
+MANIFEST = "tilelang-tpu-toolchain.json"
+_WHEEL_NAME = re.compile(r"^tpu_mlir-(?P<version>[^-]+)-.*\.whl$")
+
+
+def _wanted(name: str) -> bool:
+    if name.endswith("/"):
+        return False
+    if name.startswith(KEEP_PREFIXES) or name in KEEP_FILES:
+        return True
+    return name.startswith(f"{PACKAGE}/lib/") and name.removeprefix(f"{PACKAGE}/lib/") in KEEP_LIBRARIES
+
+
+def _safe_member(name: str) -> PurePosixPath:
+    path = PurePosixPath(name)
+    if path.is_absolute() or ".." in path.parts:
+        raise ToolchainError(f"refusing wheel member {name!r}: it would unpack outside the toolchain folder")
+    return path
+
+
+def extract(wheel: Path, staging: Path) -> tuple[int, int]:
+    """Unpack the kept members of ``wheel`` into ``staging``; returns (files, bytes)."""
+    count = total = 0
+    with zipfile.ZipFile(wheel) as archive:
+        for info in archive.infolist():
+            if not _wanted(info.filename):
+                continue
+            target = staging / _safe_member(info.filename)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with archive.open(info) as source, open(target, "wb") as sink:
+                shutil.copyfileobj(source, sink, 1 << 20)
+            mode = (info.external_attr >> 16) & 0o777
+            if mode:
+                target.chmod(mode | stat.S_IRUSR)
+            count += 1
+            total += info.file_size
+    # Wheels often carry no mode bits: make the compiler and scripts executable explicitly.
+    bin_dir = staging / _PPL / "bin"
+    if not (bin_dir / "ppl-compile").is_file():
+        raise ToolchainError(f"{wheel.name} has no {_PPL}bin/ppl-compile; it is not a tpu_mlir wheel this plugin can use")
+    for entry in bin_dir.iterdir():
+        entry.chmod(entry.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return count, total
+
+
+def _download(version: str, into: Path) -> Path:
+    command = [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--ignore-requires-python",
+        "--only-binary=:all:", "--disable-pip-version-check", f"{PACKAGE}=={version}", "-d", str(into),
+    ]  # fmt: skip
+    print(f"downloading {PACKAGE}=={version} with pip (about 312 MB) ...", flush=True)
+    result = subprocess.run(command, check=False)
+    if result.returncode != 0:
+        raise ToolchainError(
+            f"`{' '.join(command[2:])}` failed with exit status {result.returncode} (see pip's output above). "
+            f"Check network access to PyPI, or download the wheel yourself and run `{INSTALL_COMMAND} --wheel PATH`."
+        )
+    wheels = sorted(into.glob("tpu_mlir-*.whl"))
+    if not wheels:
+        raise ToolchainError(f"pip reported success but left no tpu_mlir wheel in {into}")
+    return wheels[0]
+
+
+def install(version: str = TOOLCHAIN_WHEEL_VERSION, wheel: Path | None = None, force: bool = False) -> Path:
+    """Install the toolchain; returns the published ``tpu_mlir`` folder."""
+    if wheel is not None:
+        match = _WHEEL_NAME.match(wheel.name)
+        if not wheel.is_file() or match is None:
+            raise ToolchainError(f"--wheel {wheel}: not a tpu_mlir-<version>-*.whl file")
+        version = match["version"]
+    destination = install_root() / version
+    package = destination / PACKAGE
+    if package.is_dir() and not force:
+        from_install(package)  # raises if an earlier install is incomplete
+        print(f"tpu_mlir {version} toolchain already installed in {destination}")
+        return package
+    install_root().mkdir(parents=True, exist_ok=True, mode=0o700)
+    started = time.perf_counter()
+    with private_tempdir("tilelang-tpu-download-") as download:
+        source = wheel if wheel is not None else _download(version, download)
+        staging = install_root() / f".staging-{version}-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        try:
+            count, total = extract(source, staging)
+            manifest = {"tpu_mlir": version, "wheel": source.name, "installed_by": f"tilelang-tpu {__version__}", "files": count, "bytes": total}
+            (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+            from_install(staging / PACKAGE)  # validate before publishing
+            if force and destination.exists():
+                shutil.rmtree(destination)
+            publish_dir(staging, destination)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    print(f"installed tpu_mlir {version} toolchain: {count} files, {total / 2**20:.0f} MiB in {destination} ({time.perf_counter() - started:.1f} s)")
+    return package
+
+
+def info(as_json: bool) -> int:
+    try:
+        toolchain = find_toolchain()
+    except ToolchainError as err:
+        if as_json:
+            print(json.dumps({"found": False, "error": str(err)}, indent=2))
+        else:
+            print(f"no toolchain: {err}")
+        return 1
+    chips = {chip: {"chip_code": toolchain.chip_code(chip), "missing_libraries": toolchain.missing_libraries(chip)} for chip in RUNTIME_LIBRARIES}
+    data = {
+        "found": True,
+        "found_by": toolchain.found_by,
+        "version": toolchain.version,
+        "ppl_root": str(toolchain.ppl_root),
+        "ppl_compile": str(toolchain.ppl_compile),
+        "library_dirs": [str(d) for d in toolchain.library_dirs],
+        "chips": chips,
+        "env": dict(toolchain.env),
+        "install_root": str(install_root()),
+    }
+    if as_json:
+        print(json.dumps(data, indent=2))
+        return 0
+    print(f"PPL toolchain {toolchain.version}")
+    print(f"  found by:     {toolchain.found_by}")
+    print(f"  ppl-compile:  {toolchain.ppl_compile}")
+    print(f"  libraries:    {', '.join(data['library_dirs']) or '<none>'}")
+    for chip, facts in chips.items():
+        state = "ready" if not facts["missing_libraries"] else "missing " + ", ".join(facts["missing_libraries"])
+        print(f"  {chip:8s}      --chip {facts['chip_code']}, emulator {state}")
+    for name, value in toolchain.env.items():
+        print(f"  env {name}={value}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tilelang-tpu", description=f"tilelang-tpu {__version__}: SophGo TPU backend for TileLang")
+    commands = parser.add_subparsers(dest="command", required=True)
+    toolchain = commands.add_parser("toolchain", help="install or show the SophGo PPL toolchain")
+    actions = toolchain.add_subparsers(dest="action", required=True)
+    install_parser = actions.add_parser("install", help=f"fetch tpu_mlir from PyPI and unpack what compiling and emulation need into {install_root()}")
+    install_parser.add_argument("--version", default=TOOLCHAIN_WHEEL_VERSION, help=f"tpu_mlir version (default {TOOLCHAIN_WHEEL_VERSION})")
+    install_parser.add_argument("--wheel", type=Path, help="use an already downloaded tpu_mlir wheel instead of pip download")
+    install_parser.add_argument("--force", action="store_true", help="reinstall even if present")
+    info_parser = actions.add_parser("info", help="show which toolchain tilelang-tpu uses and how it was found")
+    info_parser.add_argument("--json", action="store_true", help="machine-readable output")
+    args = parser.parse_args(argv)
+    try:
+        if args.action == "install":
+            install(args.version, args.wheel, args.force)
+            return 0
+        return info(args.json)
+    except ToolchainError as err:
+        print(f"tilelang-tpu: error: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

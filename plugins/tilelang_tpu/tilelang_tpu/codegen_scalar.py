@@ -1,0 +1,125 @@
+"""Scalar C expressions: loop indices, tile offsets, conditions, scalar operands.
+
+PPL kernels are C++; everything that is not a tile (block indices, offsets,
+loop bounds, the constant of ``tiu::fadd(dst, src, C)``) is printed as a plain
+C expression by :class:`ScalarPrinter`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["ScalarPrinter", "Unsupported"]
+
+
+class Unsupported(Exception):
+    """An expression the scalar printer cannot express; the emitter turns it into
+    a :class:`tilelang_tpu.codegen.TpuCodegenError` naming the statement."""
+
+
+def _float_literal(value: float, dtype: str) -> str:
+    if value != value:
+        raise Unsupported("NaN constant")
+    if value in (float("inf"), float("-inf")):
+        # Largest finite values: PPL's fill/pool constants are plain floats and the
+        # reductions' identities only need to dominate every real element.
+        big = "3.4028234663852886e38f" if dtype == "float32" else "65504.0f" if dtype == "float16" else "3.38953139e38f"
+        return big if value > 0 else "-" + big
+    text = repr(float(value))
+    if "e" not in text and "." not in text:
+        text += ".0"
+    return text + "f"
+
+
+class ScalarPrinter:
+    """Print TIR scalar expressions as C.
+
+    ``names`` maps TIR ``Var`` objects to C identifiers; ``load`` is called for a
+    ``BufferLoad`` (the emitter allows only scalar variables there); ``analyzer``
+    proves the non-negativity that makes C's truncating ``/`` and ``%`` equal to
+    TIR's floor division.
+    """
+
+    def __init__(self, names: dict[Any, str], analyzer: Any, load: Callable[[Any], str]) -> None:
+        self.names = names
+        self.analyzer = analyzer
+        self.load = load
+
+    def __call__(self, expr: Any) -> str:
+        return self.print(expr)
+
+    def _nonneg(self, *exprs: Any) -> bool:
+        from tvm import tirx
+
+        return all(self.analyzer.can_prove(tirx.GE(e, tirx.const(0, e.dtype))) for e in exprs)
+
+    def print(self, e: Any) -> str:
+        from tvm import tirx
+
+        p = self.print
+        if isinstance(e, tirx.IntImm):
+            if e.dtype == "bool":
+                return "true" if e.value else "false"
+            return str(int(e.value))
+        if isinstance(e, tirx.FloatImm):
+            return _float_literal(float(e.value), str(e.dtype))
+        if isinstance(e, tirx.Var):
+            if e not in self.names:
+                raise Unsupported(
+                    f"variable {e.name} is not defined on the TPU (only block indices, loop variables and let-bound scalars are)"
+                )
+            return self.names[e]
+        if isinstance(e, tirx.BufferLoad):
+            return self.load(e)
+        binary = {
+            tirx.Add: "+",
+            tirx.Sub: "-",
+            tirx.Mul: "*",
+            tirx.LT: "<",
+            tirx.LE: "<=",
+            tirx.GT: ">",
+            tirx.GE: ">=",
+            tirx.EQ: "==",
+            tirx.NE: "!=",
+            tirx.And: "&&",
+            tirx.Or: "||",
+        }
+        for cls, op in binary.items():
+            if isinstance(e, cls):
+                return f"({p(e.a)} {op} {p(e.b)})"
+        if isinstance(e, tirx.Div):
+            return f"({p(e.a)} / {p(e.b)})"
+        if isinstance(e, (tirx.FloorDiv, tirx.FloorMod)):
+            if "int" in str(e.dtype) and not self._nonneg(e.a, e.b):
+                raise Unsupported(f"floor division of possibly negative values ({e})")
+            return f"({p(e.a)} {'/' if isinstance(e, tirx.FloorDiv) else '%'} {p(e.b)})"
+        if isinstance(e, tirx.Min):
+            return f"min({p(e.a)}, {p(e.b)})"
+        if isinstance(e, tirx.Max):
+            return f"max({p(e.a)}, {p(e.b)})"
+        if isinstance(e, tirx.Not):
+            return f"(!{p(e.a)})"
+        if isinstance(e, tirx.Select):
+            return f"({p(e.condition)} ? {p(e.true_value)} : {p(e.false_value)})"
+        if isinstance(e, tirx.Cast):
+            ctype = _C_TYPES.get(str(e.dtype))
+            if ctype is None:
+                raise Unsupported(f"scalar cast to {e.dtype}")
+            return f"(({ctype}){p(e.value)})"
+        raise Unsupported(f"scalar expression {type(e).__name__} ({e})")
+
+
+_C_TYPES = {
+    "int32": "int",
+    "int64": "long long",
+    "int16": "short",
+    "int8": "signed char",
+    "uint8": "unsigned char",
+    "uint32": "unsigned int",
+    "bool": "bool",
+    "float32": "float",
+    # fp16/bf16 scalars only ever feed tiu constants, which PPL takes as float.
+    "float16": "float",
+    "bfloat16": "float",
+}

@@ -1,0 +1,122 @@
+"""Lowering for the tpu target: tilelang's early passes, tile ops kept as tile ops.
+
+A TPU is programmed a whole tile at a time (``dma::load`` of a [rows, cols]
+block, ``tiu::fadd`` of two blocks, ...), so the code generator wants to see
+``T.copy``/``T.gemm``/``T.reduce``/``T.fill`` as the tile-op calls the user
+wrote, with multi-dimensional buffers.  tilelang's portable CPU pipeline
+(``tilecore.upstream.lower_with_host_pipeline``) lowers those to scalar loops
+over flattened buffers first (LayoutInference, LowerTileOp, FlattenBuffer), which
+would force per-element PPL.  This module therefore runs its own pass list: the
+legalisation passes of the CPU pipeline up to, but not including, layout
+inference and tile-op lowering, then the host/device split.  The same choice is
+made by SophGo's TileLang fork, which comments those three passes out.
+
+The TVM transforms run under a dummy ``c`` target (the tilelang wheel has no
+LLVM); the kernel functions are then re-targeted to the tpu target and marked
+``DEVICE_KERNEL_LAUNCH`` so tilelang hands them to the tpu codegen.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["lower"]
+
+#: TVM target kind the transforms run under (the dummy host and device target).
+HOST_KIND = "c"
+
+
+def _restrict_dynamic_shared(func: Any) -> Any:
+    """Re-scope ``shared.dyn`` buffers to ``shared``.
+
+    ``T.alloc_shared`` allocates in ``shared.dyn``, and tilelang's
+    ``LowerDeviceKernelLaunch`` (a CUDA notion) allows one such allocation per
+    kernel because GPU dynamic shared memory is one block.  TPU tiles all live in
+    local memory, which ppl-compile assigns per tensor, so the distinction is
+    meaningless here; the static scope lets any number of tiles pass.
+    """
+    from tvm import ir, tirx
+
+    vmap: dict[Any, Any] = {}
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tirx.AllocBuffer) and node.buffer.scope() == "shared.dyn":
+            old = node.buffer.data
+            vmap[old] = tirx.Var(old.name, ir.PointerType(ir.PrimType(node.buffer.dtype), "shared"))
+
+    tirx.stmt_functor.post_order_visit(func.body, visit)
+    if not vmap:
+        return func
+    return func.with_body(tirx.stmt_functor.substitute(func.body, vmap))
+
+
+def _map_prim_funcs(mod: Any, fn: Any) -> Any:
+    from tvm import tirx
+
+    updated = {gvar: fn(func) for gvar, func in mod.functions.items() if isinstance(func, tirx.PrimFunc)}
+    for gvar, func in updated.items():
+        mod[gvar] = func
+    return mod
+
+
+def _passes(mod: Any, dummy: Any) -> Any:
+    import tilelang.transform as tl
+    from tilelang.backend.pass_pipeline.pipeline_utils import should_force_let_inline
+    from tvm import tirx
+
+    mod = tirx.transform.BindTarget(dummy)(mod)
+    # T.Kernel grid -> serial loops over the block indices (a TPU core walks the grid).
+    mod = tl.MaterializeKernelLaunch(lower_thread_binding=False, unsupported_annotations=["cluster_dims"])(mod)
+    if should_force_let_inline():
+        mod = tl.LetInline()(mod)
+    mod = tl.AddWrapperForSingleBufStore()(mod)
+    mod = tl.LegalizeNegativeIndex()(mod)
+    mod = tl.InjectAssumes()(mod)
+    mod = tl.Simplify()(mod)
+    mod = tl.IfStmtBinding()(mod)
+    mod = tl.Simplify()(mod)
+    # Deliberately absent: LayoutInference, LowerTileOp, FlattenBuffer, vectorisation
+    # and the GPU-specific passes -- the codegen maps tile ops and N-d buffers itself.
+    mod = tl.LowerOpaqueBlock()(mod)
+    mod = tl.Simplify()(mod)
+    mod = tirx.transform.NarrowDataType(32)(mod)
+    mod = _map_prim_funcs(mod, _restrict_dynamic_shared)
+    mod = tirx.transform.AnnotateEntryFunc()(mod)
+    mod = tl.AnnotateDeviceRegions()(mod)
+    mod = tl.SplitHostDevice()(mod)
+    mod = tl.MakePackedAPI()(mod)
+    mod = tl.Simplify()(mod)
+    mod = tl.LowerDeviceKernelLaunch()(mod)
+    return mod
+
+
+def lower(mod: Any, tvm_target: Any) -> Any:
+    """Lower a frontend ``IRModule`` for ``tvm_target`` (the tpu target).
+
+    Returns the module with a packed host function and one device function per
+    kernel; device functions keep tile-op calls and N-d buffers and carry
+    ``calling_conv = DEVICE_KERNEL_LAUNCH`` and ``target = tvm_target``.
+    """
+    from tvm import tirx, transform
+    from tvm.ir import CallingConv
+    from tvm.target import Target
+
+    host = Target(HOST_KIND)
+    dummy = Target(HOST_KIND, host)
+    current = transform.PassContext.current()
+    config = dict(current.config)
+    config["tirx.disable_vectorize"] = True
+    with transform.PassContext(opt_level=current.opt_level, config=config, instruments=list(current.instruments)), dummy:
+        lowered = _passes(mod, dummy)
+    updated = {}
+    for gvar, func in lowered.functions.items():
+        if not isinstance(func, tirx.PrimFunc) or func.attrs is None:
+            continue
+        attrs = func.attrs
+        is_packed = "calling_conv" in attrs and attrs["calling_conv"] == CallingConv.C_PACKED_FUNC
+        if "target" in attrs and attrs["target"].kind.name == HOST_KIND and not is_packed:
+            func = func.with_attr("calling_conv", CallingConv.DEVICE_KERNEL_LAUNCH)
+            updated[gvar] = func.with_attr("target", Target(tvm_target, host))
+    for gvar, func in updated.items():
+        lowered[gvar] = func
+    return lowered

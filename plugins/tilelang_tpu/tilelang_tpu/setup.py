@@ -1,0 +1,333 @@
+"""Toolchain setup (the fork's "SophGo env sourcing"): find ppl-compile, its headers and the runtimes.
+
+Sources, in order; the first one that is *present* is used, and if it is
+broken that is an error (never a silent fall-through to the next source):
+
+1. ``$PPL_PROJECT_ROOT`` (an absolute path).  If it holds an ``envsetup.sh``,
+   that script is sourced by ``bash`` in a subprocess (working directory
+   ``$PPL_PROJECT_ROOT``) and the variables it exports are parsed from
+   ``env -0``; they are kept in :attr:`TpuToolchain.env` and applied only to
+   the processes the backend starts.  Nothing is sourced into this process, and
+   nothing is sourced from the current directory.  Without ``envsetup.sh`` the
+   directory itself is used (the layout of ``tpu_mlir``'s
+   ``cross_toolchains/ppl_compile``).
+2. An installed ``tpu_mlir`` distribution, located from its metadata without
+   importing any of its Python code.
+3. A toolchain unpacked by ``tilelang-tpu toolchain install`` under
+   :func:`install_root` (``$TILELANG_TPU_TOOLCHAIN_DIR``, default
+   ``<tilecore cache>/tpu/toolchain``).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tilecore import Toolchain, ToolchainError
+from tilecore.paths import cache_root
+from tilelang_tpu.target import CHIPS, DIST, FALLBACK_CHIP_CODES, TARGET_NAME, owner
+
+#: The tpu_mlir release `tilelang-tpu toolchain install` fetches by default.
+TOOLCHAIN_WHEEL_VERSION = "1.30.2"
+INSTALL_COMMAND = "tilelang-tpu toolchain install"
+TOOLCHAIN_DIR_ENV = "TILELANG_TPU_TOOLCHAIN_DIR"
+
+#: Runtime libraries each chip needs to run kernels on the emulator.
+RUNTIME_LIBRARIES: Mapping[str, tuple[str, ...]] = {
+    "bm1690": ("libtpuv7_rt.so", "libcdm_daemon_emulator.so", "libtpuv7_emulator.so", "libtpuv7_scalar_emulator.so"),
+    "bm1684x": ("libbmlib.so", "libcmodel.so", "libcmodel_bm1684x.so"),
+}
+
+#: Variables bash sets by itself; never part of what an envsetup.sh exported.
+_SHELL_NOISE = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
+_ENVSETUP_TIMEOUT_S = 60
+
+
+@dataclass(frozen=True)
+class TpuToolchain:
+    """A located PPL toolchain: compiler, headers, chip/runtime deps and runtime libraries."""
+
+    ppl_root: Path
+    ppl_compile: Path
+    version: str
+    found_by: str
+    library_dirs: tuple[Path, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def include_dir(self) -> Path:
+        return self.ppl_root / "inc"
+
+    @property
+    def deps_dir(self) -> Path:
+        runtime = self.env.get("PPL_RUNTIME_PATH")
+        return Path(runtime) if runtime else self.ppl_root / "deps"
+
+    def chip_code(self, chip: str) -> str:
+        """PPL chip code (``--chip``) of ``chip``, from the toolchain's ``chip_map.json`` when present."""
+        chip_map = self.deps_dir / "chip" / "chip_map.json"
+        if chip_map.is_file():
+            mapping = json.loads(chip_map.read_text())
+            if chip in mapping:
+                return str(mapping[chip])
+        return FALLBACK_CHIP_CODES[chip]
+
+    def library(self, name: str) -> Path | None:
+        for directory in self.library_dirs:
+            candidate = directory / name
+            if candidate.is_file():
+                return candidate
+        return None
+
+    def missing_libraries(self, chip: str) -> list[str]:
+        return [name for name in RUNTIME_LIBRARIES[chip] if self.library(name) is None]
+
+    def require_libraries(self, chip: str) -> dict[str, Path]:
+        """Paths of ``chip``'s runtime libraries; raises naming the missing ones and the fix."""
+        missing = self.missing_libraries(chip)
+        if missing:
+            dirs = ", ".join(map(str, self.library_dirs)) or "<none>"
+            raise ToolchainError(
+                f"target '{TARGET_NAME}:{chip}' ({owner()}): the PPL toolchain found by {self.found_by} ({self.ppl_root}) "
+                f"lacks the {chip} emulator libraries {', '.join(missing)} (searched: {dirs}). "
+                f"Run `{INSTALL_COMMAND}`, or point PPL_PROJECT_ROOT at an SDK whose envsetup.sh puts them on LD_LIBRARY_PATH."
+            )
+        return {name: path for name in RUNTIME_LIBRARIES[chip] if (path := self.library(name)) is not None}
+
+    def process_env(self) -> dict[str, str]:
+        """Environment for subprocesses the backend starts: ours plus what the toolchain exports."""
+        return {**os.environ, **self.env}
+
+    def as_toolchain(self) -> Toolchain:
+        chips = [c for c in CHIPS if not self.missing_libraries(c)]
+        notes = (
+            f"ppl-compile: {self.ppl_compile}",
+            f"runtime libraries: {', '.join(map(str, self.library_dirs)) or '<none>'}",
+            f"emulator chips: {', '.join(chips) or '<none>'}",
+        )
+        return Toolchain(
+            name="ppl-compile",
+            version=self.version,
+            location=str(self.ppl_root),
+            found_by=self.found_by,
+            env=dict(self.env),
+            fingerprint=self.version,
+            notes=notes,
+        )
+
+
+# ----------------------------------------------------------------------------------------
+# envsetup.sh
+# ----------------------------------------------------------------------------------------
+
+
+def source_envsetup(script: Path, base_env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Variables ``script`` exports (new or changed), found by sourcing it in a ``bash`` subprocess.
+
+    The script runs with ``base_env`` (default: this process's environment)
+    and its own directory as working directory; its output goes to stderr,
+    which is quoted in the error if it fails.
+    """
+    where = f"target {TARGET_NAME!r} ({owner()})"
+    bash = shutil.which("bash")
+    if bash is None:
+        raise ToolchainError(f"{where}: sourcing {script} needs bash, which is not on PATH. Install bash or unset PPL_PROJECT_ROOT.")
+    base = dict(os.environ if base_env is None else base_env)
+    # `source` runs in this shell so its exports reach `env -0`; the script's own output goes to
+    # stderr so that stdout carries only the NUL-separated environment.
+    command = 'source "$1" >&2 || exit $?; env -0'
+    try:
+        result = subprocess.run(
+            [bash, "--noprofile", "--norc", "-c", command, "tilelang-tpu-envsetup", str(script)],
+            cwd=script.parent,
+            env=base,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=_ENVSETUP_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise ToolchainError(f"{where}: sourcing {script} did not finish within {_ENVSETUP_TIMEOUT_S} s. Fix the script or unset PPL_PROJECT_ROOT.") from None
+    if result.returncode != 0:
+        stderr = result.stderr.decode(errors="replace").strip()[-2000:]
+        raise ToolchainError(
+            f"{where}: sourcing {script} (from PPL_PROJECT_ROOT) failed with exit status {result.returncode}"
+            + (f":\n{stderr}\n" if stderr else ". ")
+            + "Fix the script, point PPL_PROJECT_ROOT at a working PPL SDK, or unset it to use an installed "
+            f"tpu_mlir or `{INSTALL_COMMAND}`."
+        )
+    exported: dict[str, str] = {}
+    for item in result.stdout.split(b"\0"):
+        name, eq, value = item.decode(errors="surrogateescape").partition("=")
+        if not eq or not name or name in _SHELL_NOISE or name.startswith("BASH_FUNC_"):
+            continue
+        if base.get(name) != value:
+            exported[name] = value
+    return exported
+
+
+# ----------------------------------------------------------------------------------------
+# Sources
+# ----------------------------------------------------------------------------------------
+
+
+def install_root() -> Path:
+    """Where ``tilelang-tpu toolchain install`` unpacks toolchains (one folder per tpu_mlir version)."""
+    explicit = os.environ.get(TOOLCHAIN_DIR_ENV)
+    return Path(explicit).expanduser() if explicit else cache_root() / "tpu" / "toolchain"
+
+
+def _read_version(ppl_root: Path, ppl_compile: Path) -> str:
+    version_file = ppl_root / "version"
+    if version_file.is_file():
+        text = version_file.read_text().strip()
+        if text:
+            return text
+    # No version file (some SDK layouts): identify the compiler binary instead, so that a
+    # different compiler never serves kernels cached by another one.
+    stat = ppl_compile.stat()
+    return f"unknown(size={stat.st_size},mtime={int(stat.st_mtime)})"
+
+
+def _layout(ppl_root: Path, found_by: str, env: Mapping[str, str], extra_library_dirs: list[Path]) -> TpuToolchain:
+    where = f"target {TARGET_NAME!r} ({owner()})"
+    ppl_compile = ppl_root / "bin" / "ppl-compile"
+    if not ppl_compile.is_file() and "PATH" in env:
+        found = shutil.which("ppl-compile", path=env["PATH"])
+        ppl_compile = Path(found) if found else ppl_compile
+    problems = []
+    if not ppl_compile.is_file():
+        problems.append(f"no ppl-compile in {ppl_root / 'bin'}" + (" or on the PATH it exports" if "PATH" in env else ""))
+    elif not os.access(ppl_compile, os.X_OK):
+        problems.append(f"{ppl_compile} is not executable")
+    if not (ppl_root / "inc" / "ppl.h").is_file():
+        problems.append(f"no PPL headers ({ppl_root / 'inc' / 'ppl.h'})")
+    if problems:
+        raise ToolchainError(
+            f"{where}: the PPL toolchain found by {found_by} at {ppl_root} is incomplete: {'; '.join(problems)}. "
+            f"Reinstall it (`{INSTALL_COMMAND}` for the default one) or point PPL_PROJECT_ROOT at a complete PPL SDK."
+        )
+    library_dirs: list[Path] = []
+    for entry in env.get("LD_LIBRARY_PATH", "").split(os.pathsep):
+        if entry and Path(entry).is_absolute():
+            library_dirs.append(Path(entry))
+    library_dirs.extend(extra_library_dirs)
+    unique = tuple(dict.fromkeys(d for d in library_dirs if d.is_dir()))
+    return TpuToolchain(
+        ppl_root=ppl_root,
+        ppl_compile=ppl_compile,
+        version=_read_version(ppl_root, ppl_compile),
+        found_by=found_by,
+        library_dirs=unique,
+        env=dict(env),
+    )
+
+
+def _tpu_mlir_env(package: Path) -> dict[str, str]:
+    ppl_root = package / "cross_toolchains" / "ppl_compile"
+    return {"PPL_PROJECT_ROOT": str(ppl_root), "PPL_RUNTIME_PATH": str(ppl_root / "deps")}
+
+
+def from_ppl_project_root(value: str) -> TpuToolchain:
+    where = f"target {TARGET_NAME!r} ({owner()})"
+    root = Path(value).expanduser()
+    if not root.is_absolute():
+        raise ToolchainError(
+            f"{where}: PPL_PROJECT_ROOT={value!r} is a relative path; it must be absolute (tilelang-tpu never sources "
+            "scripts relative to the current directory). Set it to the SDK's absolute path, or unset it."
+        )
+    if not root.is_dir():
+        raise ToolchainError(f"{where}: PPL_PROJECT_ROOT={value!r} is not a directory. Point it at a PPL SDK, or unset it to use `{INSTALL_COMMAND}`.")
+    script = root / "envsetup.sh"
+    if script.is_file():
+        env = source_envsetup(script)
+        found_by = f"$PPL_PROJECT_ROOT ({script} sourced in a subprocess)"
+    else:
+        env = {}
+        found_by = "$PPL_PROJECT_ROOT (no envsetup.sh; used as is)"
+    ppl_root = Path(env.get("PPL_PROJECT_ROOT", str(root)))
+    env.setdefault("PPL_PROJECT_ROOT", str(ppl_root))
+    # The tpu_mlir layout keeps the runtimes two levels up, in tpu_mlir/lib.
+    wheel_lib = ppl_root.parent.parent / "lib"
+    return _layout(ppl_root, found_by, env, [wheel_lib, wheel_lib / "third_party"])
+
+
+def tpu_mlir_package() -> tuple[Path, str] | None:
+    """(package directory, version) of an installed ``tpu_mlir``, found without importing it."""
+    try:
+        dist = importlib.metadata.distribution("tpu_mlir")
+    except importlib.metadata.PackageNotFoundError:
+        dist = None
+    if dist is not None:
+        package = Path(str(dist.locate_file("tpu_mlir")))
+        if package.is_dir():
+            return package, dist.version
+    spec = importlib.util.find_spec("tpu_mlir")  # top-level: locates, does not execute the package
+    if spec is not None and spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations))), "unknown"
+    return None
+
+
+def from_tpu_mlir(package: Path, version: str) -> TpuToolchain:
+    env = _tpu_mlir_env(package)
+    return _layout(Path(env["PPL_PROJECT_ROOT"]), f"installed tpu_mlir {version} package ({package})", env, [package / "lib"])
+
+
+def installed_toolchains() -> list[Path]:
+    """``tpu_mlir`` folders installed by our command, the default version first, then newest first."""
+    root = install_root()
+    if not root.is_dir():
+        return []
+    found = [p / "tpu_mlir" for p in root.iterdir() if not p.name.startswith(".") and (p / "tpu_mlir").is_dir()]
+
+    def order(path: Path) -> tuple[bool, tuple[int, ...]]:
+        version = path.parent.name
+        numbers = tuple(int(x) for x in version.split(".") if x.isdigit())
+        return (version != TOOLCHAIN_WHEEL_VERSION, tuple(-n for n in numbers))
+
+    return sorted(found, key=order)
+
+
+def from_install(package: Path) -> TpuToolchain:
+    env = _tpu_mlir_env(package)
+    found_by = f"`{INSTALL_COMMAND}` (tpu_mlir {package.parent.name} in {package.parent})"
+    return _layout(Path(env["PPL_PROJECT_ROOT"]), found_by, env, [package / "lib"])
+
+
+def discover() -> TpuToolchain:
+    """Find the toolchain (uncached).  Raises :class:`ToolchainError` with the fix."""
+    explicit = os.environ.get("PPL_PROJECT_ROOT")
+    if explicit:
+        return from_ppl_project_root(explicit)
+    package = tpu_mlir_package()
+    if package is not None:
+        return from_tpu_mlir(*package)
+    installed = installed_toolchains()
+    if installed:
+        return from_install(installed[0])
+    raise ToolchainError(
+        f"target {TARGET_NAME!r} ({DIST} {owner().split()[-1]}): no SophGo PPL toolchain found. Looked for, in order: "
+        f"(1) $PPL_PROJECT_ROOT: not set; (2) an installed tpu_mlir package: none; "
+        f"(3) a toolchain installed by `{INSTALL_COMMAND}` under {install_root()}: none. "
+        f"Fix: run `{INSTALL_COMMAND}` (fetches tpu_mlir=={TOOLCHAIN_WHEEL_VERSION} from PyPI and keeps the ~183 MiB that "
+        "compiling and emulation need), or set PPL_PROJECT_ROOT to a PPL SDK."
+    )
+
+
+_cache: dict[tuple[str | None, str, str], TpuToolchain] = {}
+
+
+def find_toolchain() -> TpuToolchain:
+    """:func:`discover`, memoised per process for the environment that decides it."""
+    key = (os.environ.get("PPL_PROJECT_ROOT"), str(install_root()), os.environ.get("PATH", ""))
+    toolchain = _cache.get(key)
+    if toolchain is None:
+        toolchain = _cache[key] = discover()
+    return toolchain

@@ -1,0 +1,126 @@
+"""Target declaration: ``tpu`` with a chip (positional) and an execution mode.
+
+``tpu`` / ``tpu:bm1690`` / ``tpu:bm1684x`` / ``{"kind": "tpu", "chip": ..., "mode": ...}``.
+
+The mode says where kernels run:
+
+``pcie``
+    a SophGo card driven by SophGo's runtime; tensors live on ``tpu:0``
+    (SophGo's ``torch_tpu``).
+``cmodel``
+    SophGo's emulator (the "cmodel") on the host CPU; tensors are host tensors
+    that the adapter copies into and out of emulated device memory.
+
+The default mode is detected: ``pcie`` when a card and SophGo's runtime library
+are present, else ``cmodel``.  ``TILELANG_TPU_MODE`` overrides the detection and
+an explicit ``mode=`` option overrides both.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import glob
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from tilecore import Availability, TargetOption, TargetOptionError, TargetSpec
+from tilelang_tpu import __version__
+
+DIST = "tilelang-tpu"
+TARGET_NAME = "tpu"
+CHIPS = ("bm1690", "bm1684x")
+DEFAULT_CHIP = "bm1690"
+MODES = ("pcie", "cmodel")
+MODE_ENV = "TILELANG_TPU_MODE"
+
+#: PPL chip codes, used when the toolchain has no ``deps/chip/chip_map.json``.
+FALLBACK_CHIP_CODES: Mapping[str, str] = {"bm1690": "tpub_7_1", "bm1684x": "tpu_6_0"}
+
+#: Device nodes of SophGo's PCIe driver (BM1684X: bm-sophon<N>; BM1690/tpuv7: bmdev-ctl).
+_CARD_NODES = ("/dev/bm-sophon*", "/dev/bmdev-ctl")
+#: Where SophGo's installers put the host runtime libraries of a card.
+_CARD_RUNTIMES = (
+    "/opt/sophon/libsophon-current/lib/libbmlib.so",
+    "/opt/tpuv7/tpuv7-current/lib/libtpuv7_rt.so",
+)
+
+
+def owner() -> str:
+    return f"{DIST} {__version__}"
+
+
+def card_runtime() -> tuple[list[str], str | None]:
+    """(device nodes found, path or soname of a SophGo host runtime library found)."""
+    nodes = sorted(n for pattern in _CARD_NODES for n in glob.glob(pattern))
+    library = next((p for p in _CARD_RUNTIMES if Path(p).is_file()), None)
+    if library is None:
+        library = ctypes.util.find_library("bmlib") or ctypes.util.find_library("tpuv7_rt")
+    return nodes, library
+
+
+def default_mode() -> str:
+    """``$TILELANG_TPU_MODE`` if set, else ``pcie`` with a card and its runtime, else ``cmodel``."""
+    explicit = os.environ.get(MODE_ENV, "").strip().lower()
+    if explicit:
+        if explicit not in MODES:
+            raise TargetOptionError(
+                f"target {TARGET_NAME!r} ({owner()}): {MODE_ENV}={os.environ[MODE_ENV]!r} is not a valid mode. "
+                f"Valid modes: {', '.join(MODES)}. Unset it to detect the mode (pcie with a SophGo card, else cmodel)."
+            )
+        return explicit
+    nodes, library = card_runtime()
+    return "pcie" if nodes and library else "cmodel"
+
+
+def device_of(options: Mapping[str, str]) -> str:
+    """Torch device of the target's tensors: the card, or host memory for the emulator."""
+    return "tpu:0" if options.get("mode") == "pcie" else "cpu"
+
+
+def probe() -> Availability:
+    """Whether kernels for ``tpu`` with default options can be built and run here (never raises)."""
+    from tilecore import ToolchainError
+    from tilelang_tpu import setup
+
+    try:
+        mode = default_mode()
+    except TargetOptionError as err:
+        return Availability.no(str(err))
+    if mode == "pcie":
+        return Availability.no(PCIE_UNSUPPORTED)
+    try:
+        toolchain = setup.find_toolchain()
+    except ToolchainError as err:
+        return Availability.no(str(err))
+    chips = [c for c in CHIPS if not toolchain.missing_libraries(c)]
+    if not chips:
+        return Availability.no(f"toolchain {toolchain.version} ({toolchain.found_by}) has no emulator libraries for {', '.join(CHIPS)}")
+    return Availability.yes(
+        f"cmodel: SophGo emulator for {', '.join(chips)} on the host CPU; PPL toolchain {toolchain.version} found by {toolchain.found_by}"
+    )
+
+
+PCIE_UNSUPPORTED = (
+    f"target {TARGET_NAME!r} ({DIST} {__version__}): mode=pcie (a SophGo card) is detected but not implemented in this release: "
+    "device kernels for a card must be cross-compiled with SophGo's RISC-V toolchain and linked with libfirmware_core.a, "
+    "neither of which the tpu_mlir wheel ships. Use the emulator: target='tpu:mode=cmodel' or TILELANG_TPU_MODE=cmodel."
+)
+
+TARGET = TargetSpec(
+    name=TARGET_NAME,
+    description=f"SophGo TPU (BM1690, BM1684X) via PPL; on a card (pcie) or SophGo's emulator (cmodel) ({DIST})",
+    aliases=("sophgo", "sophgo-tpu"),
+    options=(
+        TargetOption("chip", "SophGo chip to compile for.", choices=CHIPS, default=DEFAULT_CHIP),
+        TargetOption(
+            "mode",
+            f"Where kernels run: pcie (a card) or cmodel (SophGo's emulator); default detected, overridable by ${MODE_ENV}.",
+            choices=MODES,
+            default=default_mode,
+        ),
+    ),
+    device=device_of,
+    probe=probe,
+    priority=-10,  # an emulator is slower than any real device target="auto" may find
+)
