@@ -63,6 +63,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tilecore-bench-") as cwd:
         os.environ.setdefault("TILELANG_CACHE_DIR", os.path.join(cwd, "tilelang-cache"))
         os.environ.setdefault("TILECORE_CACHE_DIR", os.path.join(cwd, "tilecore-cache"))
+        os.environ["TMPDIR"] = cwd  # upstream's cython adapter leaves build files in the temp dir
         rows = {
             "(a) 'c' via tilecore": measure("c", True, args.calls, cwd),
             "(b) 'c' upstream only": measure("c", False, args.calls, cwd),

@@ -16,6 +16,7 @@ def _isolated_caches(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyte
     monkeypatch.setenv("TILECORE_CACHE_DIR", str(root / "tilecore"))
 
 
+
 @pytest.fixture
 def fake_site(tmp_path: Path) -> FakeSite:
     site = tmp_path / "site"
