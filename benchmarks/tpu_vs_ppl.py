@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -103,15 +101,14 @@ def main() -> None:
 
     from tilelang_tpu import setup
 
+    from tilecore.paths import private_tempdir
+
     # The caches move to a scratch directory; the installed toolchain must still be found.
     os.environ.setdefault(setup.TOOLCHAIN_DIR_ENV, str(setup.install_root()))
-    scratch = Path(tempfile.mkdtemp(prefix="tpu-vs-ppl-"))
-    os.environ["TILELANG_CACHE_DIR"] = str(scratch / "tilelang")
-    os.environ["TILECORE_CACHE_DIR"] = str(scratch / "tilecore")
-    try:
+    with private_tempdir("tpu-vs-ppl-") as scratch:
+        os.environ["TILELANG_CACHE_DIR"] = str(scratch / "tilelang")
+        os.environ["TILECORE_CACHE_DIR"] = str(scratch / "tilecore")
         _run(args)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _run(args: argparse.Namespace) -> None:

@@ -192,9 +192,16 @@ def _detector(registry: Registry) -> Callable[[], Any]:
 # ----------------------------------------------------------------------------------------
 
 
-def lower_with_host_pipeline(mod: Any, tvm_target: Any, host_kind: str = "c", vectorize: bool = False) -> Any:
-    """Run tilelang's CPU pass pipeline under a dummy ``host_kind`` target, then mark
-    the kernel functions as device functions of ``tvm_target``.
+def lower_with_host_pipeline(
+    mod: Any,
+    tvm_target: Any,
+    host_kind: str = "c",
+    vectorize: bool = False,
+    passes: Callable[[Any, Any], Any] | None = None,
+) -> Any:
+    """Run tilelang's CPU pass pipeline (or ``passes(mod, dummy_target)``, a backend's own
+    pass list) under a dummy ``host_kind`` target, then mark the kernel functions as
+    device functions of ``tvm_target``.
 
     This is the standard lowering for a backend whose tile ops are expressed
     with upstream's portable (CPU) lowering and whose codegen walks the
@@ -215,7 +222,7 @@ def lower_with_host_pipeline(mod: Any, tvm_target: Any, host_kind: str = "c", ve
         # and the C codegen cannot express every vectorised op (max, casts) anyway.
         config["tirx.disable_vectorize"] = True
     with transform.PassContext(opt_level=current.opt_level, config=config, instruments=list(current.instruments)), dummy:
-        lowered = CPUPassPipelineBody(mod, dummy)
+        lowered = (passes or CPUPassPipelineBody)(mod, dummy)
     updated = {}
     for gvar, func in lowered.functions.items():
         if not isinstance(func, tirx.PrimFunc) or func.attrs is None:

@@ -6,15 +6,23 @@ cases do not depend on where tilelang keeps them (the bridge tracks that).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tilecore import _bridge
 
 
-def lower_with_host_pipeline(mod: Any, tvm_target: Any, host_kind: str = "c", vectorize: bool = False) -> Any:
-    """tilelang's portable CPU lowering under a dummy host target, with the kernels
-    marked as device functions of ``tvm_target`` (see :func:`tilecore._bridge.lower_with_host_pipeline`)."""
-    return _bridge.lower_with_host_pipeline(mod, tvm_target, host_kind, vectorize)
+def lower_with_host_pipeline(
+    mod: Any,
+    tvm_target: Any,
+    host_kind: str = "c",
+    vectorize: bool = False,
+    passes: Callable[[Any, Any], Any] | None = None,
+) -> Any:
+    """tilelang's portable CPU lowering (or the backend's own ``passes(mod, dummy_target)``)
+    under a dummy host target, with the kernels marked as device functions of ``tvm_target``
+    (see :func:`tilecore._bridge.lower_with_host_pipeline`)."""
+    return _bridge.lower_with_host_pipeline(mod, tvm_target, host_kind, vectorize, passes)
 
 
 def c_source(device_mod: Any, tvm_target: Any) -> str:

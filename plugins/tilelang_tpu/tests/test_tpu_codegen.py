@@ -201,6 +201,17 @@ def test_divisible_shapes_need_no_clipping() -> None:
     assert "dma::load(a, g_A.sub_view(" in src
 
 
+def test_grid_loop_pipelined_only_when_safe() -> None:
+    axpy = ppl_of(axpy_kernel(130, 300, 64, 128))
+    assert re.search(r"for \(int by = 0; by < 3; \+\+by\) \{\n\s+ppl::enable_pipeline\(\);", axpy)
+    # In-place updates (x = exp(x - m)) crash ppl-compile 1.7 when pipelined; a nested loop is
+    # the one to pipeline.  Neither kernel gets a pipelined grid loop.
+    assert "enable_pipeline" not in ppl_of(softmax_kernel(100, 200, 64))
+    assert "enable_pipeline" not in ppl_of(mixed_kernel(64, 256))
+    matmul = ppl_of(matmul_kernel(128, 128, 256, 64, 64, 64, "float16"))
+    assert matmul.count("ppl::enable_pipeline();") == 1  # the T.Pipelined K loop only
+
+
 def test_fill_cast_exp_and_serial_loop() -> None:
     src = ppl_of(mixed_kernel(64, 256))
     assert "tiu::fill(c, 1.5f);" in src

@@ -134,6 +134,28 @@ def test_clear_and_fill_only() -> None:
     torch.testing.assert_close(kernel(), torch.full((M, N), 3.25), rtol=0, atol=0)
 
 
+def test_scalar_variable_and_serial_loop() -> None:
+    M, N = 64, 128
+
+    @T.prim_func
+    def scaled(A: T.Tensor((M, N), "float32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            a = T.alloc_shared((M, N), "float32")
+            s = T.alloc_var("float32")
+            s = 0.5
+            for _k in T.serial(3):
+                s = s + 1.0
+            T.copy(A, a)
+            for i, j in T.Parallel(M, N):
+                a[i, j] = a[i, j] * s  # a runtime scalar operand: tiu::fmul(a, a, (float)(s))
+            T.copy(a, C)
+
+    kernel = tilelang.compile(scaled, target="tpu", out_idx=[-1])
+    assert "float s = 0;" in kernel.get_kernel_source()
+    x = torch.randn(M, N)
+    torch.testing.assert_close(kernel(x), x * 3.5, rtol=0, atol=0)
+
+
 # ---------------------------------------------------------------------------- reductions
 
 

@@ -6,7 +6,8 @@ statement maps onto whole-tile PPL:
 ==========================================  ==========================================
 TileLang (lowered TIR)                      PPL
 ==========================================  ==========================================
-``T.Kernel`` grid (serial block loops)      ``for`` loops over the block indices
+``T.Kernel`` grid (serial block loops)      ``for`` loops over the block indices, the innermost
+                                            with ``ppl::enable_pipeline()`` when safe
 ``T.alloc_shared`` / ``T.alloc_fragment``   ``make_tensor<T>(block, real)`` in local memory
 ``T.copy`` global -> local / local -> glob  ``dma::load`` / ``dma::store`` of a ``sub_view``;
                                             edge tiles use a runtime ``min`` extent and
@@ -113,6 +114,7 @@ class Emitter:
     aliases: dict[Any, Any] = field(default_factory=dict)  # staging tile -> tile it copies
     skipped: list[tuple[Any, Any]] = field(default_factory=list)  # (staging copy, its destination)
     global_views: dict[tuple[Any, str], str] = field(default_factory=dict)
+    pipelined_grid: Any = None  # the innermost grid loop, when its body can be pipelined
     stmt_text: str = ""
 
     def __post_init__(self) -> None:
@@ -219,6 +221,7 @@ class Emitter:
                 self.global_views[(var, layout)] = name
 
     def run(self) -> None:
+        self.pipelined_grid = _pipelinable_grid_loop(self.func.body)
         self._find_reduce_staging(self.func.body)
         self._collect_uses(self.func.body)
         self.declare_globals()
@@ -427,11 +430,10 @@ class Emitter:
         hi = self.expr(loop.min + loop.extent) if not _is_zero(loop.min) else self.expr(loop.extent)
         self.analyzer.bind(loop.loop_var, _range(loop.min, loop.extent))
         self.emit(f"for (int {var} = {lo}; {var} < {hi}; ++{var}) {{")
-        if "num_stages" in loop.annotations and int(loop.annotations["num_stages"]) > 1:
-            # T.Pipelined: ppl-compile software-pipelines the loop body, overlapping the DMA
-            # of the next iteration with the compute of this one (data dependences kept).
-            # The T.Kernel grid loops are deliberately not pipelined: ppl-compile 1.7 crashes
-            # (SIGSEGV) on common bodies there, e.g. an in-place tiu op on a loaded tile.
+        if ("num_stages" in loop.annotations and int(loop.annotations["num_stages"]) > 1) or loop.same_as(self.pipelined_grid):
+            # T.Pipelined, or the innermost T.Kernel grid loop (its iterations are independent
+            # blocks): ppl-compile software-pipelines the loop body, overlapping the DMA of the
+            # next iteration with the compute of this one (data dependences kept).
             self.emit("  ppl::enable_pipeline();")
         self.block(loop.body)
         self.emit("}")
@@ -993,6 +995,55 @@ def _region(arg: Any) -> tuple[Any, list[Any], list[Any]]:
     if isinstance(arg, tirx.BufferLoad):
         return arg.buffer, list(arg.indices), [tirx.const(1, "int32")] * len(arg.indices)
     raise CodegenError(f"tile-op operand {arg}", str(arg))
+
+
+def _pipelinable_grid_loop(body: Any) -> Any:
+    """The innermost T.Kernel grid loop, if ppl-compile can pipeline its body.
+
+    MaterializeKernelLaunch turns the grid into the kernel's outermost serial loops.
+    Their iterations are independent blocks, so pipelining the innermost one is
+    always correct.  It is skipped when the body has a loop of its own (that loop
+    is the one to pipeline) or an in-place element-wise update (``x[i, j] = f(x[i, j])``):
+    ppl-compile 1.7 (tpu_mlir 1.30.2) crashes with SIGSEGV on such bodies in a
+    pipelined loop.
+    """
+    from tvm import tirx
+
+    stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
+    rest = [s for s in stmts if not isinstance(s, tirx.DeclBuffer) and not _is_ret(s)]
+    if len(rest) != 1 or not _is_grid_loop(rest[0]):
+        return None
+    loop = rest[0]
+    while _is_grid_loop(loop.body):
+        loop = loop.body
+    blockers: list[Any] = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tirx.For) and node.kind != tirx.ForKind.PARALLEL:
+            blockers.append(node)
+        elif isinstance(node, tirx.BufferStore):
+            reads: list[Any] = []
+            tirx.stmt_functor.post_order_visit(
+                tirx.Evaluate(node.value),
+                lambda n: reads.append(n) if isinstance(n, tirx.BufferLoad) and n.buffer.data.same_as(node.buffer.data) else None,
+            )
+            if reads:
+                blockers.append(node)
+
+    tirx.stmt_functor.post_order_visit(loop.body, visit)
+    return None if blockers else loop
+
+
+def _is_grid_loop(stmt: Any) -> bool:
+    from tvm import tirx
+
+    return isinstance(stmt, tirx.For) and stmt.kind == tirx.ForKind.SERIAL and len(stmt.annotations) == 0
+
+
+def _is_ret(stmt: Any) -> bool:
+    from tvm import tirx
+
+    return isinstance(stmt, tirx.Evaluate) and isinstance(stmt.value, tirx.Call) and _op_name(stmt.value) == "tirx.ret"
 
 
 def _tile_call(stmt: Any, op: str) -> Any:

@@ -97,26 +97,6 @@ def lower(mod: Any, tvm_target: Any) -> Any:
     kernel; device functions keep tile-op calls and N-d buffers and carry
     ``calling_conv = DEVICE_KERNEL_LAUNCH`` and ``target = tvm_target``.
     """
-    from tvm import tirx, transform
-    from tvm.ir import CallingConv
-    from tvm.target import Target
+    from tilecore.upstream import lower_with_host_pipeline
 
-    host = Target(HOST_KIND)
-    dummy = Target(HOST_KIND, host)
-    current = transform.PassContext.current()
-    config = dict(current.config)
-    config["tirx.disable_vectorize"] = True
-    with transform.PassContext(opt_level=current.opt_level, config=config, instruments=list(current.instruments)), dummy:
-        lowered = _passes(mod, dummy)
-    updated = {}
-    for gvar, func in lowered.functions.items():
-        if not isinstance(func, tirx.PrimFunc) or func.attrs is None:
-            continue
-        attrs = func.attrs
-        is_packed = "calling_conv" in attrs and attrs["calling_conv"] == CallingConv.C_PACKED_FUNC
-        if "target" in attrs and attrs["target"].kind.name == HOST_KIND and not is_packed:
-            func = func.with_attr("calling_conv", CallingConv.DEVICE_KERNEL_LAUNCH)
-            updated[gvar] = func.with_attr("target", Target(tvm_target, host))
-    for gvar, func in updated.items():
-        lowered[gvar] = func
-    return lowered
+    return lower_with_host_pipeline(mod, tvm_target, HOST_KIND, vectorize=False, passes=_passes)

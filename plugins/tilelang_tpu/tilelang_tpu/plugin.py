@@ -58,10 +58,10 @@ def tilecore_supply_tensor(target: ResolvedTarget, param: TensorParam, supply: s
 
 
 @hookimpl
-def tilecore_bench(target: ResolvedTarget, fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int):
+def tilecore_bench(target: ResolvedTarget, fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int, backend: str):
     from tilelang_tpu import profiling
 
-    return profiling.bench(fn, target["mode"], warmup, rep, n_warmup, n_repeat)
+    return profiling.bench(fn, target["mode"], warmup, rep, n_warmup, n_repeat, backend)
 
 
 __all__ = ["__version__"]

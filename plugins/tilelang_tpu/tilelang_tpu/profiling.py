@@ -43,8 +43,20 @@ def emulator_counts(n_warmup: int, n_repeat: int) -> tuple[int, int]:
     return warmups, repeats
 
 
-def bench(fn: Callable[[], Any], mode: str, warmup: float, rep: float, n_warmup: int, n_repeat: int) -> list[float]:
+#: tilelang's do_bench(backend=...) names honoured: launches are synchronous, so both are host wall time.
+METHODS = ("event", "wall")
+
+
+def bench(fn: Callable[[], Any], mode: str, warmup: float, rep: float, n_warmup: int, n_repeat: int, backend: str = "event") -> list[float]:
     """Milliseconds of each timed call of ``fn`` (launches are synchronous, so wall time is complete)."""
+    if backend not in METHODS:
+        from tilecore import TilecoreError
+        from tilelang_tpu import __version__
+
+        raise TilecoreError(
+            f"target 'tpu' (tilelang-tpu {__version__}) times synchronous launches with the host clock; "
+            f"do_bench(backend={backend!r}) is not available. Valid: {', '.join(METHODS)}."
+        )
     if mode == "cmodel":
         _warn_once()
         warmups, repeats = emulator_counts(n_warmup, n_repeat)
