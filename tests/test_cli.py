@@ -60,3 +60,10 @@ def test_doctor_reports_toolchains_and_failures(fake_site: FakeSite) -> None:
     good = next(b for b in data["backends"] if b["name"] == "goodt")
     assert good["targets"][0]["toolchain"]["found_by"] == "PATH"
     assert data["packages"]["tilelang"] == "0.1.15" and data["cache_dir"]
+
+
+def test_doctor_with_explicit_target_options(fake_site: FakeSite) -> None:
+    install(fake_site)
+    data = json.loads(cli(fake_site, "doctor", "--json", "--target", "goodt:O0").stdout)
+    good = next(b for b in data["backends"] if b["name"] == "goodt")
+    assert good["targets"][0]["toolchain"]["name"] == "c++"

@@ -93,11 +93,19 @@ def _activation_error() -> str | None:
     return f"{type(err).__name__}: {err}" if err is not None else None
 
 
-def collect_doctor(registry: Registry) -> dict[str, Any]:
+def collect_doctor(registry: Registry, targets: list[str] | None = None) -> dict[str, Any]:
+    """``collect_list`` plus each target's toolchain.  ``targets`` (user target strings) choose
+    the options setup runs with, e.g. an arch on a machine where none can be detected."""
     listing = collect_list(registry)
+    chosen = {}
+    for text in targets or []:
+        resolved = registry.resolve(text)
+        if resolved is None:
+            raise SystemExit(f"tilecore doctor: {text!r} is not a tilecore target (tilelang handles it itself)")
+        chosen[resolved.name] = resolved
     for entry, backend in zip(listing["backends"], registry.backends(), strict=True):
         for info, spec in zip(entry["targets"], backend.targets, strict=True):
-            info["toolchain"] = _toolchain(registry, backend, spec)
+            info["toolchain"] = _toolchain(registry, spec, chosen.get(spec.name))
     listing["python"] = f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})"
     listing["packages"] = {name: _version_of(name) for name in ("tilelang", "torch", "pluggy", "apache-tvm-ffi", "tilecore")}
     listing["environment"] = {
@@ -111,9 +119,9 @@ def collect_doctor(registry: Registry) -> dict[str, Any]:
     return listing
 
 
-def _toolchain(registry: Registry, backend: Backend, spec: TargetSpec) -> dict[str, Any]:
+def _toolchain(registry: Registry, spec: TargetSpec, resolved: Any = None) -> dict[str, Any]:
     try:
-        resolved = registry.resolve({"kind": spec.name})
+        resolved = resolved or registry.resolve({"kind": spec.name})
         if resolved is None:
             return {"error": "not resolvable"}
         found = registry.setup(resolved)
@@ -184,6 +192,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, text in (("list", "installed backends and their targets"), ("doctor", "toolchains, versions and devices")):
         cmd = sub.add_parser(name, help=text)
         cmd.add_argument("--json", action="store_true", help="machine-readable output")
+        if name == "doctor":
+            cmd.add_argument(
+                "--target", action="append", metavar="TARGET",
+                help="run setup for TARGET as written in user code (e.g. an explicit arch); repeatable",
+            )
     new = sub.add_parser("new-backend", help="write a new backend distribution from the template", add_help=False)
     new.add_argument("rest", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
@@ -194,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         return template.main(args.rest)
 
     registry = tilecore.get_registry()
-    data = collect_doctor(registry) if args.command == "doctor" else collect_list(registry)
+    data = collect_doctor(registry, args.target) if args.command == "doctor" else collect_list(registry)
     if args.json:
         json.dump(data, sys.stdout, indent=2, default=str)
         print()
