@@ -10,6 +10,7 @@ plugin's own command is found even though the kernel cache is per test.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,10 @@ from tilecore import ToolchainError
 #: Where `tilelang-tpu toolchain install` put toolchains for the user running the tests.
 REAL_INSTALL_ROOT = setup.install_root()
 PPL_DIR = Path(__file__).parent / "ppl"
+
+# tpu_kernels.py (kernel factories shared by the codegen tests) is imported by name;
+# --import-mode=importlib does not put test folders on sys.path by itself.
+sys.path.insert(0, str(Path(__file__).parent))
 
 
 @pytest.fixture(autouse=True)

@@ -16,6 +16,7 @@ import tilelang
 import tilelang.language as T
 import torch
 from tilelang_tpu import setup
+from tpu_kernels import copy_kernel, matmul_kernel, row_reduce_kernel
 
 pytestmark = pytest.mark.usefixtures("toolchain")
 
@@ -27,20 +28,9 @@ def _rel(actual: torch.Tensor, expected: torch.Tensor) -> float:
 # ---------------------------------------------------------------------------- copies, element-wise, fill
 
 
-def _copy(M: int, N: int, BM: int, BN: int, dtype: str) -> Any:
-    @T.prim_func
-    def copy(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype)):
-        with T.Kernel(T.ceildiv(N, BN), T.ceildiv(M, BM), threads=1) as (bx, by):
-            a = T.alloc_shared((BM, BN), dtype)
-            T.copy(A[by * BM, bx * BN], a)
-            T.copy(a, B[by * BM, bx * BN])
-
-    return copy
-
-
 @pytest.mark.parametrize(("dtype", "torch_dtype"), [("float32", torch.float32), ("float16", torch.float16)])
 def test_copy_odd_shape(dtype: str, torch_dtype: torch.dtype) -> None:
-    kernel = tilelang.compile(_copy(130, 301, 64, 128, dtype), target="tpu", out_idx=[-1])
+    kernel = tilelang.compile(copy_kernel(130, 301, 64, 128, dtype), target="tpu", out_idx=[-1])
     x = torch.randn(130, 301).to(torch_dtype)
     torch.testing.assert_close(kernel(x), x, rtol=0, atol=0)
 
@@ -159,26 +149,6 @@ def test_scalar_variable_and_serial_loop() -> None:
 # ---------------------------------------------------------------------------- reductions
 
 
-def _reduce(M: int, N: int, BM: int, kind: str, clear: bool = True) -> Any:
-    reducer = {"max": T.reduce_max, "sum": T.reduce_sum, "min": T.reduce_min, "abssum": T.reduce_abssum, "absmax": T.reduce_absmax}[kind]
-
-    @T.prim_func
-    def row_reduce(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, 1), "float32")):
-        with T.Kernel(T.ceildiv(M, BM), threads=1) as bx:
-            x = T.alloc_shared((BM, N), "float32")
-            y = T.alloc_fragment((BM, 1), "float32")
-            T.copy(X[bx * BM, 0], x)
-            if not clear:
-                T.fill(y, 1.0)
-            if clear:
-                reducer(x, y, dim=1)  # reduce_abssum/absmax have no clear argument
-            else:
-                reducer(x, y, dim=1, clear=False)
-            T.copy(y, Y[bx * BM, 0])
-
-    return row_reduce
-
-
 _TORCH_REDUCE = {
     "max": lambda x: x.amax(1),
     "min": lambda x: x.amin(1),
@@ -191,43 +161,20 @@ _TORCH_REDUCE = {
 @pytest.mark.parametrize("kind", sorted(_TORCH_REDUCE))
 def test_row_reduce(kind: str) -> None:
     # 130 rows: the last block fills only 2 of the 64 lanes; 300 columns pad to 320 in local memory.
-    kernel = tilelang.compile(_reduce(130, 300, 64, kind), target="tpu", out_idx=[-1])
+    kernel = tilelang.compile(row_reduce_kernel(130, 300, 64, kind), target="tpu", out_idx=[-1])
     x = torch.randn(130, 300)
     torch.testing.assert_close(kernel(x)[:, 0], _TORCH_REDUCE[kind](x), rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.parametrize(("kind", "combine"), [("sum", torch.add), ("max", torch.maximum)])
 def test_row_reduce_accumulates_when_not_cleared(kind: str, combine: Any) -> None:
-    kernel = tilelang.compile(_reduce(64, 100, 64, kind, clear=False), target="tpu", out_idx=[-1])
+    kernel = tilelang.compile(row_reduce_kernel(64, 100, 64, kind, clear=False), target="tpu", out_idx=[-1])
     x = torch.randn(64, 100)
     expected = combine(torch.ones(64), _TORCH_REDUCE[kind](x))
     torch.testing.assert_close(kernel(x)[:, 0], expected, rtol=1e-5, atol=1e-4)
 
 
 # ---------------------------------------------------------------------------- gemm
-
-
-def _matmul(M: int, N: int, K: int, BM: int, BN: int, BK: int, dtype: str, transpose_b: bool = False) -> Any:
-    b_shape = (N, K) if transpose_b else (K, N)
-    b_tile = (BN, BK) if transpose_b else (BK, BN)
-
-    @T.prim_func
-    def matmul(A: T.Tensor((M, K), dtype), B: T.Tensor(b_shape, dtype), C: T.Tensor((M, N), "float32")):
-        with T.Kernel(T.ceildiv(N, BN), T.ceildiv(M, BM), threads=1) as (bx, by):
-            a = T.alloc_shared((BM, BK), dtype)
-            b = T.alloc_shared(b_tile, dtype)
-            c = T.alloc_fragment((BM, BN), "float32")
-            T.clear(c)
-            for k in T.Pipelined(T.ceildiv(K, BK), num_stages=2):
-                T.copy(A[by * BM, k * BK], a)
-                if transpose_b:
-                    T.copy(B[bx * BN, k * BK], b)
-                else:
-                    T.copy(B[k * BK, bx * BN], b)
-                T.gemm(a, b, c, transpose_B=transpose_b)
-            T.copy(c, C[by * BM, bx * BN])
-
-    return matmul
 
 
 @pytest.mark.parametrize(
@@ -241,7 +188,7 @@ def _matmul(M: int, N: int, K: int, BM: int, BN: int, BK: int, dtype: str, trans
 )
 def test_gemm(dtype: str, torch_dtype: torch.dtype, transpose_b: bool) -> None:
     M, N, K = 128, 96, 192
-    kernel = tilelang.compile(_matmul(M, N, K, 64, 48, 64, dtype, transpose_b), target="tpu", out_idx=[-1])
+    kernel = tilelang.compile(matmul_kernel(M, N, K, 64, 48, 64, dtype, transpose_b), target="tpu", out_idx=[-1])
     a = torch.randn(M, K).to(torch_dtype)
     b = torch.randn(N, K).to(torch_dtype) if transpose_b else torch.randn(K, N).to(torch_dtype)
     expected = a.float() @ (b.float().T if transpose_b else b.float())
@@ -310,7 +257,7 @@ def test_bm1684x_elementwise_and_reduce(toolchain: setup.TpuToolchain) -> None:
     add = tilelang.compile(_elementwise(100, 200, 64, 128, "float32"), target="tpu:bm1684x", out_idx=[-1])
     a, b = torch.randn(100, 200), torch.randn(100, 200)
     torch.testing.assert_close(add(a, b), _elementwise_ref(a, b), rtol=1e-5, atol=1e-5)
-    red = tilelang.compile(_reduce(130, 300, 64, "sum"), target="tpu:bm1684x", out_idx=[-1])
+    red = tilelang.compile(row_reduce_kernel(130, 300, 64, "sum"), target="tpu:bm1684x", out_idx=[-1])
     x = torch.randn(130, 300)
     torch.testing.assert_close(red(x)[:, 0], x.sum(1), rtol=1e-5, atol=1e-4)
 
@@ -324,4 +271,4 @@ def test_tile_larger_than_local_memory_is_a_clear_error() -> None:
     # One 64 x 65536 fp32 tile puts one 256 KiB row on each lane: all of a BM1690 lane's
     # local memory, which ppl-compile cannot place (exit status 17).
     with pytest.raises(LocalMemoryError, match=r"do not fit in .*local memory"):
-        tilelang.compile(_copy(64, 65536, 64, 65536, "float32"), target="tpu", out_idx=[-1])
+        tilelang.compile(copy_kernel(64, 65536, 64, 65536, "float32"), target="tpu", out_idx=[-1])
