@@ -68,20 +68,8 @@ def test_source_is_upstreams_without_tilecore(tmp_path: Path, gemm_kernel: Any) 
             import tilelang, tilelang.language as T
             from tvm.target import Target
 
-            def make_gemm(m=512, n=512, k=512, bm=64, bn=64, bk=32, threads=256):
-                @T.prim_func
-                def gemm(A: T.Tensor((m, k), "float16"), B: T.Tensor((k, n), "float16"), C: T.Tensor((m, n), "float16")):
-                    with T.Kernel(T.ceildiv(n, bn), T.ceildiv(m, bm), threads=threads) as (bx, by):
-                        A_s = T.alloc_shared((bm, bk), "float16")
-                        B_s = T.alloc_shared((bk, bn), "float16")
-                        C_l = T.alloc_fragment((bm, bn), "float32")
-                        T.clear(C_l)
-                        for ko in T.Pipelined(T.ceildiv(k, bk), num_stages=2):
-                            T.copy(A[by * bm, ko * bk], A_s)
-                            T.copy(B[ko * bk, bx * bn], B_s)
-                            T.gemm(A_s, B_s, C_l)
-                        T.copy(C_l, C[by * bm, bx * bn])
-                return gemm
+            sys.path.insert(0, HERE)
+            from hip_kernels import make_gemm
 
             target = {"kind": "hip", "mcpu": "gfx942"}
             from tilelang.backend.target import determine_target
@@ -89,7 +77,7 @@ def test_source_is_upstreams_without_tilecore(tmp_path: Path, gemm_kernel: Any) 
                 source = tilelang.lower(make_gemm(), target=target).kernel_source
             print("REPORT", json.dumps({"tilecore": "tilecore" in sys.modules, "source": source}))
             """
-        )
+        ).replace("HERE", repr(str(Path(__file__).parent)), 1)
     )
     env = {**__import__("os").environ, "TILECORE_DISABLE_PLUGIN_AUTOLOAD": "1"}
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
