@@ -12,7 +12,7 @@ import pytest
 import tilelang
 import tilelang.language as T
 from tilelang_tpu import codegen, lowering, setup
-from tpu_kernels import copy_kernel, matmul_kernel, row_reduce_kernel
+from tpu_kernels import copy_kernel, matmul_kernel, row_reduce_kernel, softmax_kernel
 
 # ---------------------------------------------------------------------------- kernels
 
@@ -49,25 +49,6 @@ def mixed_kernel(M: int, N: int) -> Any:
             T.copy(c, C)
 
     return mixed
-
-
-def softmax_kernel(M: int, N: int, BM: int) -> Any:
-    @T.prim_func
-    def softmax(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
-        with T.Kernel(T.ceildiv(M, BM), threads=1) as bx:
-            x = T.alloc_shared((BM, N), "float32")
-            m = T.alloc_fragment((BM,), "float32")
-            s = T.alloc_fragment((BM,), "float32")
-            T.copy(X[bx * BM, 0], x)
-            T.reduce_max(x, m, dim=1)
-            for i, j in T.Parallel(BM, N):
-                x[i, j] = T.exp(x[i, j] - m[i])
-            T.reduce_sum(x, s, dim=1)
-            for i, j in T.Parallel(BM, N):
-                x[i, j] = x[i, j] / s[i]
-            T.copy(x, Y[bx * BM, 0])
-
-    return softmax
 
 
 # ---------------------------------------------------------------------------- helpers

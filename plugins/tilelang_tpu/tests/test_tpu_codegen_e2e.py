@@ -16,7 +16,7 @@ import tilelang
 import tilelang.language as T
 import torch
 from tilelang_tpu import setup
-from tpu_kernels import copy_kernel, matmul_kernel, row_reduce_kernel
+from tpu_kernels import copy_kernel, matmul_kernel, row_reduce_kernel, softmax_kernel
 
 pytestmark = pytest.mark.usefixtures("toolchain")
 
@@ -201,23 +201,7 @@ def test_gemm(dtype: str, torch_dtype: torch.dtype, transpose_b: bool) -> None:
 
 def test_softmax() -> None:
     M, N, BM = 100, 200, 64
-
-    @T.prim_func
-    def softmax(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
-        with T.Kernel(T.ceildiv(M, BM), threads=1) as bx:
-            x = T.alloc_shared((BM, N), "float32")
-            m = T.alloc_fragment((BM,), "float32")
-            s = T.alloc_fragment((BM,), "float32")
-            T.copy(X[bx * BM, 0], x)
-            T.reduce_max(x, m, dim=1)
-            for i, j in T.Parallel(BM, N):
-                x[i, j] = T.exp(x[i, j] - m[i])
-            T.reduce_sum(x, s, dim=1)
-            for i, j in T.Parallel(BM, N):
-                x[i, j] = x[i, j] / s[i]
-            T.copy(x, Y[bx * BM, 0])
-
-    kernel = tilelang.compile(softmax, target="tpu", out_idx=[-1])
+    kernel = tilelang.compile(softmax_kernel(M, N, BM), target="tpu", out_idx=[-1])
     x = torch.randn(M, N) * 4
     torch.testing.assert_close(kernel(x), torch.softmax(x, dim=1), rtol=1e-5, atol=1e-6)
 
