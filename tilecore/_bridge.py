@@ -25,10 +25,12 @@ import hashlib
 import inspect
 import logging
 import os
+import shutil
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from tilecore.artifacts import KernelFaultError
 from tilecore.errors import TargetOptionError, TilecoreError
 from tilecore.kernel import CompiledKernel, TensorParam, output_indices
 from tilecore.launch import Launcher, as_list
@@ -312,10 +314,13 @@ class TilecoreAdapter:
     ``func``, ``params``, ``result_idx``, ``libpath``, and the source getters.
     """
 
+    #: The tilelang disk-cache entry holding this kernel (set by the cache), removed if it faults.
+    tilelang_cache_path: str | None = None
+
     def __init__(self, kernel: CompiledKernel, launcher: Launcher, params: list[Any], host_source: str) -> None:
         self.kernel = kernel
         self.launcher = launcher
-        self.func = launcher
+        self.func = self.__call__  # what JITKernel calls: faults go through the eviction below
         self.params = params
         self.result_idx = list(kernel.out_idx)
         self.libpath = getattr(launcher.adapter, "library_path", None)
@@ -323,10 +328,28 @@ class TilecoreAdapter:
         self._host_source = host_source
 
     def __call__(self, *args: Any) -> Any:
-        return self.launcher(*args)
+        try:
+            return self.launcher(*args)
+        except KernelFaultError:
+            evict_faulted_kernel(self)
+            raise
 
     def get_kernel_source(self, kernel_only: bool = True) -> str:
         return self.kernel.source
+
+
+def evict_faulted_kernel(adapter: TilecoreAdapter) -> None:
+    """Remove a kernel whose launch faulted from tilelang's caches (its disk entry and
+    the in-memory map), so that no later compile is served the faulty kernel."""
+    from tilelang import cache as tl_cache
+
+    if adapter.tilelang_cache_path:
+        shutil.rmtree(adapter.tilelang_cache_path, ignore_errors=True)
+    for cache in {id(c): c for c in tl_cache._dispatch_map.values()}.values():
+        with cache._lock:
+            for key, kernel in list(cache._memory_cache.items()):
+                if getattr(kernel, "adapter", None) is adapter:
+                    del cache._memory_cache[key]
 
     def get_host_source(self) -> str:
         return self._host_source or getattr(self.launcher.adapter, "host_source", "") or ""
@@ -374,6 +397,10 @@ def _cache_class() -> type:
             src = getattr(kernel.adapter, "libpath", None)
             data = KernelCache._load_binary(src) if src else b""
             KernelCache._safe_write_file(os.path.join(cache_path, self.kernel_lib_path), "wb", lambda f: f.write(data))
+
+        def _set_adapter_cache_path(self, kernel: Any, cache_path: str) -> None:
+            if isinstance(kernel.adapter, TilecoreAdapter):
+                kernel.adapter.tilelang_cache_path = cache_path
 
     return TilecoreKernelCache
 
@@ -589,7 +616,10 @@ def _install(registry: Registry) -> None:
             target=resolved,
             library_path=library,
         )
-        return _make_adapter(registry, resolved, kernel, params, _read_cached_text(host_kernel_source))
+        adapter = _make_adapter(registry, resolved, kernel, params, _read_cached_text(host_kernel_source))
+        if kernel_lib_path:
+            adapter.tilelang_cache_path = os.path.dirname(kernel_lib_path)
+        return adapter
 
     @functools.wraps(original_profiler)
     def get_profiler(self: Any, tensor_supply_type: Any = None) -> Any:
