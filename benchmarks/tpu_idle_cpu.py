@@ -40,10 +40,17 @@ CHILD = textwrap.dedent(
         fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / tick
 
-    def total_cpu():
+    def snapshot():
         times = os.times()
-        live = [w._process.pid for w in list(runtime.WORKERS._workers.values())]
-        return cpu_of(os.getpid()) + times.children_user + times.children_system + sum(cpu_of(p) for p in live)
+        live = {w._process.pid: cpu_of(w._process.pid) for w in list(runtime.WORKERS._workers.values())}
+        return cpu_of(os.getpid()), times.children_user + times.children_system, live
+
+    def window_cpu(start, end):
+        # A worker reaped during the window adds its whole lifetime to the children's times:
+        # subtract what it had used before the window.
+        (self0, children0, live0), (self1, children1, live1) = start, end
+        reaped = set(live0) - set(live1)
+        return (self1 - self0) + (children1 - children0 - sum(live0[p] for p in reaped)) + sum(live1[p] - live0.get(p, 0.0) for p in live1)
 
     toolchain = setup.find_toolchain()
     target = tilecore.resolve_target({"kind": "tpu", "chip": chip, "mode": "cmodel"})
@@ -58,9 +65,9 @@ CHILD = textwrap.dedent(
         assert torch.equal(c, a + b)
     workers = len(runtime.WORKERS)
     time.sleep(settle)
-    start, wall = total_cpu(), time.monotonic()
+    start, wall = snapshot(), time.monotonic()
     time.sleep(idle)
-    used, elapsed = total_cpu() - start, time.monotonic() - wall
+    used, elapsed = window_cpu(start, snapshot()), time.monotonic() - wall
     print("RESULT " + json.dumps({"cores": used / elapsed, "workers_after_runs": workers, "workers_after_idle": len(runtime.WORKERS)}))
     """
 )
@@ -91,7 +98,7 @@ def main() -> None:
     parser.add_argument("--chip", default="bm1690", choices=("bm1690", "bm1684x"))
     parser.add_argument("--kernels", type=int, default=3)
     parser.add_argument("--idle", type=float, default=5.0)
-    parser.add_argument("--settle", type=float, default=3.0, help="seconds between the last launch and the measurement (default timeout: 2 s)")
+    parser.add_argument("--settle", type=float, default=4.0, help="seconds between the last launch and the measurement (default timeout: 2 s)")
     args = parser.parse_args()
     kept = measure(args.chip, args.kernels, args.idle, args.settle, "0")
     default = measure(args.chip, args.kernels, args.idle, args.settle, None)

@@ -131,27 +131,36 @@ def test_a_kernel_that_faults_raises_and_leaves_every_cache(toolchain: setup.Tpu
 
 _HOSTILE = textwrap.dedent(
     """
-    import json, sys, torch, tilelang
+    import json, sys, threading, time, torch, tilelang
     sys.path.insert(0, sys.argv[1])
     from test_tpu_e2e import add_program
-    from tilelang_tpu import emulator, setup
+    from tilelang_tpu import emulator, runtime, setup
     kernel = tilelang.compile(add_program(64, 128, 64, 128), target="tpu", out_idx=[-1])
     a, b = torch.randn(64, 128), torch.randn(64, 128)
     assert torch.equal(kernel(a, b), a + b)
-    print("RESULT " + json.dumps({"workdir": str(emulator.ensure_workdir()), "ppl_root": str(setup.find_toolchain().ppl_root)}))
+    busy = len(runtime.WORKERS)
+    deadline = time.monotonic() + 60
+    while len(runtime.WORKERS) and time.monotonic() < deadline:  # idle: the emulator worker is stopped
+        time.sleep(0.1)
+    time.sleep(0.5)
+    threads = sorted(t.name for t in threading.enumerate() if t.name != "MainThread")
+    print("RESULT " + json.dumps({"workdir": str(emulator.ensure_workdir()), "ppl_root": str(setup.find_toolchain().ppl_root),
+                                  "workers_busy": busy, "workers_idle": len(runtime.WORKERS), "threads": threads}))
     """
 )
 
 
 def test_long_tmpdir_and_a_tpu_mlir_folder_in_the_current_directory(toolchain: setup.TpuToolchain, tmp_path: Path) -> None:
     """Before: a TMPDIR of 52+ characters killed the BM1690 emulator (``buffer overflow detected``,
-    SIGABRT, scratch dir left behind), and ``./tpu_mlir/`` (here: empty) became the toolchain."""
+    SIGABRT, scratch dir left behind), ``./tpu_mlir/`` (here: empty) became the toolchain, and
+    the emulator's threads kept polling while the process sat idle."""
     long_tmp = tmp_path / ("t" * 80)
     long_tmp.mkdir()
     project = tmp_path / "project"
     (project / "tpu_mlir").mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if k != emulator.WORKDIR_ENV}
     env["TMPDIR"] = str(long_tmp)
+    env["TILELANG_TPU_IDLE_TIMEOUT"] = "1"
     result = subprocess.run(
         [sys.executable, "-c", _HOSTILE, str(Path(__file__).parent)], cwd=project, env=env, capture_output=True, text=True, timeout=300, check=False
     )
@@ -161,6 +170,9 @@ def test_long_tmpdir_and_a_tpu_mlir_folder_in_the_current_directory(toolchain: s
     assert len(str(workdir)) + emulator.SOCKET_NAME_RESERVE <= 107 and not workdir.exists()
     assert not facts["ppl_root"].startswith(str(project))
     assert os.listdir(long_tmp) == [] and os.listdir(project) == ["tpu_mlir"], "nothing is left behind"
+    # Idle costs nothing: the worker holding the emulator's polling threads is gone, and so is the watcher.
+    assert (facts["workers_busy"], facts["workers_idle"]) == (1, 0)
+    assert "tilelang-tpu-worker-reaper" not in facts["threads"]
 
 
 def test_a_too_long_explicit_emulator_workdir_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

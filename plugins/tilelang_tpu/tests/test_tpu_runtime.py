@@ -218,7 +218,7 @@ def test_idle_workers_are_stopped(toolchain: setup.TpuToolchain, chip_kernels: d
     torch.testing.assert_close(output, x, rtol=0, atol=0)
     assert pids
     deadline = time.monotonic() + 30
-    while len(runtime.WORKERS) and time.monotonic() < deadline:
+    while (len(runtime.WORKERS) or any(os.path.exists(f"/proc/{pid}") for pid in pids)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert len(runtime.WORKERS) == 0, "idle workers were not stopped"
     assert not any(os.path.exists(f"/proc/{pid}") for pid in pids), "an idle worker process is still alive"

@@ -6,11 +6,13 @@ import importlib.metadata
 import json
 import os
 import stat
+import subprocess
 import sys
 import time
 import zipfile
 from pathlib import Path
 
+import filelock
 import pytest
 from tilelang_tpu import cli, setup
 
@@ -346,9 +348,6 @@ _INSTALL = "import sys; from tilelang_tpu import cli; sys.exit(cli.main(['toolch
 
 
 def test_a_second_install_waits_for_the_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import subprocess
-
-    import filelock
 
     wheel = _fake_wheel(tmp_path)
     root = tmp_path / "toolchains"
@@ -363,3 +362,26 @@ def test_a_second_install_waits_for_the_first(tmp_path: Path, monkeypatch: pytes
     out, err = second.communicate(timeout=120)
     assert second.returncode == 0, err
     assert "already installed" in out and "unpacking" not in err, "the second install unpacked again"
+
+
+_TILECORE = "import sys; from tilecore.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def test_tilecore_list_and_doctor_with_a_hanging_envsetup(tmp_path: Path) -> None:
+    """Before: `tilecore list` sourced envsetup.sh; a hanging one made it take 60+ s and left the
+    script's child running; doctor paid the timeout again."""
+    sdk = _fake_sdk(tmp_path / "sdk")
+    runs, pids = tmp_path / "runs", tmp_path / "pids"
+    _envsetup(sdk, f"echo run >> {runs}\nsleep 300 &\necho $! > {pids}\nsleep 300\n")
+    env = {**os.environ, "PPL_PROJECT_ROOT": str(sdk), setup.ENVSETUP_TIMEOUT_ENV: "2"}
+    listing = subprocess.run([sys.executable, "-c", _TILECORE, "list"], env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert "tpu" in listing.stdout, listing.stdout + listing.stderr
+    assert not runs.exists(), "tilecore list executed envsetup.sh"
+    doctor = subprocess.run([sys.executable, "-c", _TILECORE, "doctor", "--target", "tpu"], env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert "did not finish within 2 s" in doctor.stdout + doctor.stderr, doctor.stdout + doctor.stderr
+    assert runs.read_text().count("run") == 1, "the failure was not memoised: doctor ran the script twice"
+    child = int(pids.read_text())
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(child), "the script's background child was left running (orphan)"

@@ -411,7 +411,8 @@ class WorkerPool:
                     if not worker.busy and now - worker.last_used >= timeout:
                         del self._workers[key]
                         worker.close()
-                self._lock.wait(timeout=max(timeout / 2, 0.05))
+                if self._workers:
+                    self._lock.wait(timeout=max(timeout / 2, 0.05))
             self._reaper = None
 
     def close(self) -> None:
