@@ -28,19 +28,23 @@ TEMPLATE_ROOT = ("templates", "backend")
 SUFFIX = ".tmpl"
 
 
+#: ``{{name}}``; a ``{{`` that does not start one is "invalid" (string.Template's group names).
+_PLACEHOLDER = r"""
+\{\{(?:
+  (?P<escaped>(?!))            |  # no escape sequence: templates never need a literal {{
+  (?P<named>[a-z_]+)\}\}      |
+  (?P<braced>(?!))             |
+  (?P<invalid>)
+)
+"""
+
+
 class Placeholders(string.Template):
     """``string.Template`` with ``{{name}}`` placeholders (``$`` stays literal, as shell and
     Python text in the templates need); a ``{{`` that does not start a placeholder is an error."""
 
     delimiter = "{{"
-    pattern = r"""
-    \{\{(?:
-      (?P<escaped>(?!))            |  # no escape sequence: templates never need a literal {{
-      (?P<named>[a-z_]+)\}\}      |
-      (?P<braced>(?!))             |
-      (?P<invalid>)
-    )
-    """
+    pattern = _PLACEHOLDER  # type: ignore[assignment]  # a str: string.Template compiles it
 
 
 class TemplateError(ValueError):

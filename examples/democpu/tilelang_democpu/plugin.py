@@ -41,7 +41,10 @@ def tilecore_codegen(target: ResolvedTarget, device_mod: Any, tvm_target: Any):
 
 @hookimpl
 def tilecore_create_adapter(target: ResolvedTarget, kernel: CompiledKernel):
-    compiler = tilecore.setup_target(target).location  # cached by tilecore: one probe per target
+    # tilecore caches the setup hook's result (one probe per target); it is never None for a
+    # backend that implements tilecore_setup, but the type says Optional.
+    toolchain = tilecore.setup_target(target) or setup.find_compiler()
+    compiler = toolchain.location
     # Reused only when it matches the checksum recorded at build time (else rebuilt, once).
     artifact = runtime.obtain(kernel, compiler)
     if kernel.library_path is not None:

@@ -32,6 +32,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 def _real_toolchain(tilecore_isolated_caches: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """After the cache isolation (root conftest): the toolchain stays the user's installed one."""
     monkeypatch.setenv(setup.TOOLCHAIN_DIR_ENV, str(REAL_INSTALL_ROOT))
+    # Tests compile between launches (seconds on this machine): keep the emulator worker across
+    # them instead of restarting it after the 2 s default (tests of the idle stop set their own).
+    monkeypatch.setenv("TILELANG_TPU_IDLE_TIMEOUT", "30")
     monkeypatch.delenv("TILELANG_TPU_MODE", raising=False)
 
 

@@ -82,7 +82,7 @@ def _safe_member(name: str) -> PurePosixPath:
 def _progress(total: int, description: str, unit: str = "B") -> Any:
     """A tqdm bar on stderr (bytes scaled to KB/MB/GB); quiet when stderr is not a terminal
     unless ``TILELANG_TPU_PROGRESS=1``."""
-    from tqdm import tqdm
+    from tqdm import tqdm  # type: ignore[import-untyped]
 
     forced = os.environ.get("TILELANG_TPU_PROGRESS") == "1"
     return tqdm(
@@ -251,6 +251,7 @@ def info(as_json: bool) -> int:
         "chips": chips,
         "env": dict(toolchain.env),
         "install_root": str(install_root()),
+        "warnings": list(toolchain.warnings),
     }
     if as_json:
         print(json.dumps(data, indent=2))
@@ -258,10 +259,12 @@ def info(as_json: bool) -> int:
     print(f"PPL toolchain {toolchain.version}")
     print(f"  found by:     {toolchain.found_by}")
     print(f"  ppl-compile:  {toolchain.ppl_compile}")
-    print(f"  libraries:    {', '.join(data['library_dirs']) or '<none>'}")
+    print(f"  libraries:    {', '.join(str(d) for d in toolchain.library_dirs) or '<none>'}")
     for chip, facts in chips.items():
         state = "ready" if not facts["missing_libraries"] else "missing " + ", ".join(facts["missing_libraries"])
         print(f"  {chip:8s}      --chip {facts['chip_code']}, emulator {state}")
+    for warning in toolchain.warnings:
+        print(f"  WARNING: {warning}")
     for name, value in toolchain.env.items():
         print(f"  env {name}={value}")
     return 0

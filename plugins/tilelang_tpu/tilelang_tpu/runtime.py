@@ -344,7 +344,7 @@ class _Worker:
 
 def _bytes_of(tensor: torch.Tensor) -> memoryview:
     """A writable byte view of a contiguous host tensor's storage (no copy)."""
-    return memoryview(tensor.reshape(-1).view(torch.uint8).numpy())
+    return tensor.reshape(-1).view(torch.uint8).numpy().data
 
 
 class WorkerPool:

@@ -27,6 +27,7 @@ replies):
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
@@ -51,7 +52,7 @@ def open_device(chip: str, library_dir: str, arguments: Sequence[str]) -> Device
     raise ValueError(f"unknown chip {chip!r}")
 
 
-def _read_exact(stream: BinaryIO, size: int) -> bytearray:
+def _read_exact(stream: io.BufferedIOBase, size: int) -> bytearray:
     buffer = bytearray(size)
     view = memoryview(buffer)
     done = 0
@@ -63,7 +64,7 @@ def _read_exact(stream: BinaryIO, size: int) -> bytearray:
     return buffer
 
 
-def serve(chip: str, library_dir: str, arguments: Sequence[str], requests: BinaryIO, replies: BinaryIO) -> None:
+def serve(chip: str, library_dir: str, arguments: Sequence[str], requests: io.BufferedIOBase, replies: BinaryIO) -> None:
     try:
         device = open_device(chip, library_dir, arguments)
     except Exception as err:
@@ -96,7 +97,7 @@ def main() -> None:
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    serve(chip, library_dir, arguments, sys.stdin.buffer, replies)
+    serve(chip, library_dir, arguments, sys.stdin.buffer, replies)  # type: ignore[arg-type]  # a BufferedReader
 
 
 if __name__ == "__main__":
