@@ -20,6 +20,7 @@ import tilecore
 from tilecore import TargetOptionError, TilecoreError, ToolchainError
 from tilecore.kernel import TensorParam
 from tilecore.registry import probe
+from tilecore.supply import timing_method
 
 GPU_PROBLEM = gpu_problem()
 needs_nvcc = pytest.mark.skipif(setup.locate_nvcc() is None, reason="needs nvcc (CUDA toolkit)")
@@ -146,8 +147,13 @@ def test_cuda_setup_warns_about_plain_sm90() -> None:
 
 
 def test_cuda_bench_method_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """do_bench(backend=...) and TILELANG_CUDA_BENCH are checked before any GPU work, by tilecore's helper."""
+    target = tilecore.resolve_target("cuda:sm_90a")
     monkeypatch.setenv(profiling.ENV_METHOD, "cudagraph")
-    assert profiling.method() == "cudagraph"
+    assert timing_method(target, "event", profiling.METHODS, env_var=profiling.ENV_METHOD) == "cudagraph"
     monkeypatch.setenv(profiling.ENV_METHOD, "wall")
-    with pytest.raises(ValueError, match="Valid: event, cudagraph"):
-        profiling.method()
+    with pytest.raises(tilecore.TilecoreError, match=r"target cuda:arch=sm_90a \(tilelang-cuda 0.1.0\): TILELANG_CUDA_BENCH='wall' .*Valid: event, cudagraph"):
+        profiling.bench(target, lambda: None, 25, 100, 0, 0, "event")
+    monkeypatch.delenv(profiling.ENV_METHOD)
+    with pytest.raises(tilecore.TilecoreError, match=r"do_bench\(backend='wall'\) is not a timing method"):
+        profiling.bench(target, lambda: None, 25, 100, 0, 0, "wall")

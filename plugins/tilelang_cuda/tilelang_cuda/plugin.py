@@ -12,12 +12,15 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tilecore import ResolvedTarget, TensorParam, Toolchain, hookimpl
+from tilecore import ResolvedTarget, TargetSpec, TensorParam, Toolchain, hookimpl
 from tilecore.errors import TilecoreError
 from tilelang_cuda import __version__, lowering, runtime, setup
 from tilelang_cuda import target as cuda_target
+
+if TYPE_CHECKING:
+    import torch
 
 tilecore_api_version = "1.0"
 
@@ -27,7 +30,7 @@ def _who(resolved: ResolvedTarget) -> str:
 
 
 @hookimpl
-def tilecore_declare_targets():
+def tilecore_declare_targets() -> list[TargetSpec]:
     return [cuda_target.TARGET]
 
 
@@ -54,7 +57,7 @@ def _require_gpu(resolved: ResolvedTarget, action: str) -> None:
 
 
 @hookimpl
-def tilecore_supply_tensor(target: ResolvedTarget, param: TensorParam, supply: str):
+def tilecore_supply_tensor(target: ResolvedTarget, param: TensorParam, supply: str) -> torch.Tensor:
     from tilecore.supply import make_tensor  # here: torch is imported only where tensors are made
 
     _require_gpu(target, "make input tensors")
@@ -62,11 +65,13 @@ def tilecore_supply_tensor(target: ResolvedTarget, param: TensorParam, supply: s
 
 
 @hookimpl
-def tilecore_bench(target: ResolvedTarget, fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int, backend: str):
+def tilecore_bench(
+    target: ResolvedTarget, fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int, backend: str
+) -> list[float]:
     from tilelang_cuda import profiling
 
     _require_gpu(target, "time kernels")
-    return profiling.bench(fn, warmup, rep, n_warmup, n_repeat, backend)
+    return profiling.bench(target, fn, warmup, rep, n_warmup, n_repeat, backend)
 
 
 __all__ = ["__version__"]
