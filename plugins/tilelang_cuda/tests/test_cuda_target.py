@@ -12,7 +12,7 @@ import pytest
 import tilelang
 from tilelang.backend.target import determine_target
 from tilelang.contrib import nvcc
-from tilelang_cuda import lowering, profiling, runtime, setup
+from tilelang_cuda import profiling, setup
 from tilelang_cuda.target import ARCH_EXAMPLES, arch_for_capability, gpu_problem
 from tvm.target import Target
 
@@ -104,7 +104,7 @@ def test_cuda_setup_reports_nvcc() -> None:
     banner = subprocess.run([toolchain.location, "--version"], capture_output=True, text=True, check=True).stdout
     assert re.match(r"\d+\.\d+\.\d+$", toolchain.version) and f"V{toolchain.version}" in banner
     assert toolchain.fingerprint == f"nvcc=={toolchain.version}"
-    backends = runtime.execution_backends("sm_90a")
+    backends = setup.execution_backends("sm_90a")
     assert [b.name for b in backends if b.default] == ["tvm_ffi"]
     assert any(note.startswith("execution backends: tvm_ffi (default") for note in toolchain.notes)
 
@@ -133,9 +133,9 @@ def test_cuda_setup_error_type_is_toolchain_error() -> None:
 
 
 def test_cuda_plain_sm90_note() -> None:
-    assert lowering.variant_note("sm_90a") is None and lowering.variant_note("sm_80") is None
-    assert lowering.variant_note("sm_100f") is None
-    note = lowering.variant_note("sm_90")
+    assert setup.variant_note("sm_90a") is None and setup.variant_note("sm_80") is None
+    assert setup.variant_note("sm_100f") is None
+    note = setup.variant_note("sm_90")
     assert note is not None and "sm_90a" in note
 
 

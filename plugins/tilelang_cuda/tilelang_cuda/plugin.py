@@ -2,8 +2,9 @@
 
 The target is delegated upstream (``cuda_target.TARGET.upstream``), so this module
 implements no ``tilecore_lower``/``tilecore_codegen``/``tilecore_create_adapter``:
-tilecore calls those only for targets a backend compiles itself (see
-``lowering``, ``codegen`` and ``runtime`` for what upstream does instead).
+tilecore calls those only for targets a backend compiles itself; upstream's
+CUDA backend lowers, generates CUDA C++, builds with nvcc and launches
+(docs/backends/cuda.md, "what upstream owns").
 Importing it stays cheap: no GPU or nvcc probing until a hook runs.
 """
 
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tilecore import ResolvedTarget, TargetSpec, TensorParam, Toolchain, hookimpl
 from tilecore.errors import TilecoreError
-from tilelang_cuda import __version__, lowering, runtime, setup
+from tilelang_cuda import __version__, setup
 from tilelang_cuda import target as cuda_target
 
 if TYPE_CHECKING:
@@ -39,11 +40,11 @@ def tilecore_setup(target: ResolvedTarget) -> Toolchain:
     toolchain = setup.find_nvcc(_who(target))
     notes = list(toolchain.notes)
     arch = target["arch"]
-    variant = lowering.variant_note(arch)
+    variant = setup.variant_note(arch)
     if variant is not None:
         warnings.warn(f"{_who(target)}: {variant}", stacklevel=2)
         notes.append(variant)
-    notes.append("execution backends: " + ", ".join(b.describe() for b in runtime.execution_backends(arch)))
+    notes.append("execution backends: " + ", ".join(b.describe() for b in setup.execution_backends(arch)))
     return dataclasses.replace(toolchain, notes=tuple(notes))
 
 

@@ -3,7 +3,7 @@
 The ``hip`` target is delegated upstream (``target.TARGET.upstream``), so
 tilecore calls no ``lower``, ``codegen`` or ``create_adapter`` hook for it:
 upstream tilelang's ROCm backend lowers, generates HIP, compiles with hipcc
-and launches (see :mod:`tilelang_hip.lowering`, :mod:`tilelang_hip.codegen`,
+and launches (see :func:`tilelang_hip.setup.upstream_backend`, :mod:`tilelang_hip.codegen`,
 :mod:`tilelang_hip.runtime`).  The hooks below are the HIP-specific
 remainder.  Importing this module stays cheap: no probing, no subprocess.
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tilecore import ResolvedTarget, TargetSpec, TensorParam, Toolchain, hookimpl
-from tilelang_hip import __version__, lowering, runtime, setup, target
+from tilelang_hip import __version__, runtime, setup, target
 
 if TYPE_CHECKING:
     import torch
@@ -29,7 +29,7 @@ def tilecore_declare_targets() -> list[TargetSpec]:
 
 @hookimpl
 def tilecore_setup(target: ResolvedTarget) -> Toolchain:
-    lowering.upstream_backend()
+    setup.upstream_backend()
     return setup.find_toolchain()
 
 
