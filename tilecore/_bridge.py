@@ -175,6 +175,21 @@ def _normalizer(registry: Registry) -> Callable[[Any], Any]:
     return normalize
 
 
+def _normalize_first() -> None:
+    """Run tilecore's normalizer before upstream's: a declared target written as a dict
+    (``{"kind": k}``) must get its backend's checks exactly as the string ``"k"`` does,
+    instead of being taken by upstream's normalizer for the same kind (which fills defaults
+    silently).  The normalizer returns ``None`` for everything tilecore does not declare."""
+    from tilelang.backend import target as tl_target
+
+    table = tl_target._TARGET_NORMALIZERS
+    ours = table.pop("tilecore")
+    rest = dict(table)
+    table.clear()
+    table["tilecore"] = ours
+    table.update(rest)
+
+
 def _detector(registry: Registry) -> Callable[[], Any]:
     def detect() -> Any:
         resolved = registry.select_auto()
@@ -543,6 +558,7 @@ def _install(registry: Registry) -> None:
 
     registry._builtin_kinds = builtin_kinds
     register_target_normalizer("tilecore", _normalizer(registry), override=True)
+    _normalize_first()
     register_target_detector("tilecore", _detector(registry), override=True)
     register_backend(_backend_module(registry))
     tl_cache._dispatch_map[EXECUTION_BACKEND] = _cache_class()()

@@ -20,7 +20,7 @@ from tilecore.supply import make_tensor
 from tilelang_cuda import __version__, lowering, profiling, runtime, setup
 from tilelang_cuda import target as cuda_target
 
-tilecore_api_version = "1.0"
+tilecore_api_version = "1.1"  # 1.1: tilecore_doctor_target
 
 
 def _who(resolved: ResolvedTarget) -> str:
@@ -43,6 +43,11 @@ def tilecore_setup(target: ResolvedTarget) -> Toolchain:
         notes.append(variant)
     notes.append("execution backends: " + ", ".join(b.describe() for b in runtime.execution_backends(arch)))
     return dataclasses.replace(toolchain, notes=tuple(notes))
+
+
+@hookimpl
+def tilecore_doctor_target(spec: Any) -> str:
+    return cuda_target.doctor_target()
 
 
 def _require_gpu(resolved: ResolvedTarget, action: str) -> None:

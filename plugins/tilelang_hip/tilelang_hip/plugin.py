@@ -17,12 +17,17 @@ from tilecore import ResolvedTarget, TensorParam, hookimpl
 from tilecore.supply import make_tensor
 from tilelang_hip import __version__, lowering, profiling, runtime, setup, target
 
-tilecore_api_version = "1.0"
+tilecore_api_version = "1.1"  # 1.1: tilecore_doctor_target
 
 
 @hookimpl
 def tilecore_declare_targets():
     return [target.TARGET]
+
+
+@hookimpl
+def tilecore_doctor_target(spec: Any) -> str:
+    return target.doctor_target()
 
 
 @hookimpl
