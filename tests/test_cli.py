@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from tcsupport import FakeSite, good_backend
 
 CLI = "import sys; from tilecore.cli import main; sys.exit(main(sys.argv[1:]))"
@@ -77,3 +78,35 @@ def test_doctor_with_explicit_target_options(fake_site: FakeSite) -> None:
     data = json.loads(cli(fake_site, "doctor", "--json", "--target", "goodt:O0", TILECORE_PLUGINS=OURS).stdout)
     good = next(b for b in data["backends"] if b["name"] == "goodt")
     assert good["targets"][0]["toolchain"]["name"] == "c++"
+
+
+def test_list_shows_fix_and_duplicates(fake_site: FakeSite) -> None:
+    """Issue 11 item 12: the fix of every failed backend, and a second distribution registering the
+    identical entry point, are shown (never collapsed)."""
+    install(fake_site)
+    fake_site.add_metadata("tilelang-good-copy", "1.0", {"goodt": "tcfake_cligood"})
+    listed = flat(cli(fake_site, "list", TILECORE_PLUGINS=OURS).stdout)
+    assert "tilelang-good-copy 1.0" in listed and "also registered by tilelang-good-copy" in listed
+    loaded = cli(fake_site, "list", "--load", TILECORE_PLUGINS="brokent")
+    out = flat(loaded.stdout)
+    assert "FAILED brokent tilelang-broken 0.9" in out
+    assert "fix: reinstall or upgrade it (pip install --force-reinstall tilelang-broken)" in out
+    assert "block it with TILECORE_PLUGINS=no:brokent" in out
+    assert "backend(s): 0 loaded, 1 failed" in out
+
+
+def test_doctor_checks_a_gpu_toolchain_without_a_gpu(fake_site: FakeSite) -> None:
+    """Plain `tilecore doctor` on a GPU-less machine with nvcc: setup still runs, with the explicit
+    target the backend chooses, and the exact command is printed (logic in tilelang-cuda)."""
+    from tilelang_cuda import setup
+    from tilelang_cuda import target as cuda_target
+
+    if setup.locate_nvcc() is None or cuda_target.gpu_problem() is None:
+        pytest.skip("needs nvcc and no usable GPU")
+    result = cli(fake_site, "doctor", "--json", TILECORE_PLUGINS="cuda")
+    data = json.loads(result.stdout)
+    toolchain = next(b for b in data["backends"] if b["name"] == "cuda")["targets"][0]["toolchain"]
+    assert toolchain["ok"] is True and toolchain["name"] == "nvcc", toolchain
+    assert toolchain["checked_with"].startswith("cuda:sm_") and toolchain["command"] == f"tilecore doctor --target {toolchain['checked_with']}"
+    human = flat(cli(fake_site, "doctor", TILECORE_PLUGINS="cuda").stdout)
+    assert f"to check a specific target: tilecore doctor --target {toolchain['checked_with']}" in human

@@ -8,7 +8,7 @@ is reported with the file and line it hangs at; a crash is reported with its
 signal and, through :func:`faulthandler.enable`, its location.  Backends are
 loaded in parallel (a thread per child process; the work is in the children).
 
-Child protocol: ``python -m tilecore.cli.isolate --name N --distribution D
+Child protocol: ``python -m tilecore.cli.isolate --dump-at EPOCH --name N --distribution D
 --value V [--doctor] [--target T ...]`` prints, as its last stdout line,
 :data:`MARKER` followed by the backend's JSON entry (see docs/user-guide.md,
 "JSON output").  ``--activation`` instead reports whether tilecore can be
@@ -24,6 +24,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -45,7 +46,9 @@ def timeout_from_env() -> float:
 
 def run_child(args: Sequence[str], timeout: float, who: str, block_name: str) -> dict[str, Any]:
     """Run one child; return its report, or a ``failed`` entry naming the hang or crash."""
-    command = [sys.executable, "-m", "tilecore.cli.isolate", "--deadline", f"{max(timeout * 0.8, 0.5):g}", *args]
+    # An absolute time: the child may spend a while importing tilecore before it can arm faulthandler.
+    dump_at = time.time() + max(timeout * 0.8, 0.5)
+    command = [sys.executable, "-m", "tilecore.cli.isolate", "--dump-at", f"{dump_at:.3f}", *args]
     env = dict(os.environ, PYTHONFAULTHANDLER="1")
     fix = f"block it with TILECORE_PLUGINS=no:{block_name} and report it to the authors of its distribution"
     with subprocess.Popen(
@@ -121,7 +124,7 @@ def _child(argv: Sequence[str]) -> int:
     import faulthandler
 
     parser = argparse.ArgumentParser(prog="tilecore.cli.isolate")
-    parser.add_argument("--deadline", type=float, required=True)
+    parser.add_argument("--dump-at", type=float, required=True, help="epoch seconds at which to dump every thread's stack")
     parser.add_argument("--activation", action="store_true")
     parser.add_argument("--name")
     parser.add_argument("--distribution")
@@ -130,7 +133,7 @@ def _child(argv: Sequence[str]) -> int:
     parser.add_argument("--target", action="append", default=[])
     args = parser.parse_args(argv)
     faulthandler.enable()
-    faulthandler.dump_traceback_later(args.deadline, exit=False)
+    faulthandler.dump_traceback_later(max(args.dump_at - time.time(), 0.1), exit=False)
     if args.activation:
         report = _activation_report()
     else:

@@ -12,7 +12,7 @@ from typing import Any
 
 from tilecore._version import API_VERSION, __version__
 from tilecore.errors import TilecoreError, did_you_mean
-from tilecore.registry import Backend, Registry, State, probe
+from tilecore.registry import Backend, Registry, State, example_text, probe
 from tilecore.targets import ResolvedTarget, TargetSpec, bind_options, target_kind
 
 SCHEMA_VERSION = 1
@@ -127,7 +127,7 @@ def toolchain_entry(registry: Registry, backend: Backend, spec: TargetSpec, chos
     except Exception as err:
         entry.update(error_fields(err))
         if entry["fix"] is None:
-            entry["fix"] = f"check with explicit options: tilecore doctor --target {example_target(spec)}"
+            entry["fix"] = f"check with explicit options: tilecore doctor --target {example_text(spec)}"
         return entry
     entry["ok"] = True
     if found is None:
@@ -143,14 +143,6 @@ def toolchain_entry(registry: Registry, backend: Backend, spec: TargetSpec, chos
         notes=entry["notes"] + list(found.notes),
     )
     return entry
-
-
-def example_target(spec: TargetSpec) -> str:
-    """``name:value`` with the first listed value of the first option, e.g. for a fix line."""
-    if not spec.options:
-        return spec.name
-    first = spec.options[0]
-    return f"{spec.name}:{first.choices[0] if first.choices else '<' + first.name + '>'}"
 
 
 def backend_entry_in_child(name: str, distribution: str, value: str, *, doctor: bool, targets: list[str]) -> dict[str, Any]:
