@@ -514,9 +514,9 @@ class Registry:
                 return hits
         if kind in self.builtin_kinds():
             return []
-        hits = self._index.get(kind)
-        if hits:
-            return hits
+        indexed = self._index.get(kind)
+        if indexed:
+            return indexed
         deadline = import_timeout()
         for backend in self.backends():
             if not backend.complete and backend.state is State.DISCOVERED:

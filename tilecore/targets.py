@@ -409,12 +409,13 @@ def bind_options(
                     f"Valid {opt.name} values: {opt.describe_valid()}. {opt.doc}"
                 )
         else:
-            value = _default(spec, opt, owner)
-            if value is None:
+            default = _default(spec, opt, owner)
+            if default is None:
                 raise TargetOptionError(
                     f"target {spec.name!r} (from {owner}) needs option {opt.name!r} and could not choose one itself. "
                     f"Pass it, e.g. target='{spec.name}:{opt.name}=<value>'. Valid values: {opt.describe_valid()}."
                 )
+            value = default
         options[opt.name] = value
     if raw and not passthrough:
         valid = choices_text(opt.name for opt in spec.options)
