@@ -14,6 +14,7 @@ import pytest
 from tcsupport import FakeSite
 
 from tilecore import cli, template
+from tilecore._version import API_VERSION
 
 EXPECTED_FILES = {
     "README.md",
@@ -70,7 +71,7 @@ def test_rendered_files() -> None:
     plugin = files[Path("tilelang_mychip/plugin.py")]
     for hook in ("declare_targets", "setup", "lower", "codegen", "create_adapter", "supply_tensor", "bench"):
         assert f"def tilecore_{hook}(" in plugin, hook
-    assert 'tilecore_api_version = "1.0"' in plugin
+    assert f'tilecore_api_version = "{API_VERSION[0]}.{API_VERSION[1]}"' in plugin
     # Every vendor inherits verified reuse of build products, fault handling, the core's
     # host-compiler lookup and the shared cache-isolation fixture.
     runtime = files[Path("tilelang_mychip/runtime.py")]
