@@ -82,7 +82,8 @@ def check_tilelang() -> None:
 
     expected = {
         JITKernel: ("_create_adapter_from_artifact", "_create_adapter_from_database", "get_profiler", "get_kernel_source", "get_host_source"),
-        KernelCache: ("_generate_key",),
+        KernelCache: ("_generate_key", "_load_kernel_from_disk", "_save_kernel_to_disk", "_get_cache_path", "_get_staging_root",
+                      "_is_complete_cache_dir", "_verify_cache_dir_integrity", "_get_cache_root"),
     }
     for owner, names in expected.items():
         for name in names:
@@ -632,7 +633,62 @@ def _install(registry: Registry) -> None:
     JITKernel.get_host_source = get_host_source
     JITKernel.__getitem__ = _grid_getitem
     KernelCache._generate_key = generate_key
+    _hook_remote_tier(registry, KernelCache)
     tilelang.jit = _wrap_jit(tilelang.jit)
+
+
+# ----------------------------------------------------------------------------------------
+# Remote cache tier (tilecore.remote): the two KernelCache wrappers that connect it.
+# All logic lives in tilecore.remote; these only translate tilelang's cache layout.
+# ----------------------------------------------------------------------------------------
+
+
+def _cache_versions(registry: Registry, tvm_target: Any) -> dict[str, str]:
+    """Producer identity a remote entry must match (tilecore's own version is added by tilecore.remote)."""
+    import tilelang
+
+    try:
+        target = resolve_tvm(registry, tvm_target)
+    except TilecoreError:
+        target = None
+    backend = f"{target.distribution}=={target.version}" if target is not None else "tilelang"
+    return {"tilelang": str(tilelang.__version__), "backend": backend}
+
+
+def _hook_remote_tier(registry: Registry, KernelCache: Any) -> None:
+    """Local miss -> ``remote.lookup_into`` before tilelang's disk load; a freshly saved
+    entry -> ``remote.publish_async``.  Both are no-ops unless a remote cache is configured."""
+    from tilecore import remote
+
+    original_load = KernelCache._load_kernel_from_disk
+    original_save = KernelCache._save_kernel_to_disk
+
+    @functools.wraps(original_load)
+    def load_kernel_from_disk(self: Any, key: str, backend_context: Any, *args: Any, **kwargs: Any) -> Any:
+        if remote.enabled():
+            entry = self._get_cache_path(key)
+            if not os.path.isdir(entry):
+                remote.lookup_into(entry, key, _cache_versions(registry, backend_context.target), staging_dir=self._get_staging_root())
+        return original_load(self, key, backend_context, *args, **kwargs)
+
+    @functools.wraps(original_save)
+    def save_kernel_to_disk(self: Any, key: str, kernel: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original_save(self, key, kernel, *args, **kwargs)
+        if remote.enabled():
+            entry = self._get_cache_path(key)
+            if self._is_complete_cache_dir(entry):
+                remote.publish_async(entry, key, _cache_versions(registry, kernel.target), verify=self._verify_cache_dir_integrity)
+        return result
+
+    KernelCache._load_kernel_from_disk = load_kernel_from_disk
+    KernelCache._save_kernel_to_disk = save_kernel_to_disk
+
+
+def local_cache_dir() -> str:
+    """The directory holding tilelang's kernel-cache entries (one sub-directory per key)."""
+    from tilelang.cache.kernel_cache import KernelCache
+
+    return str(KernelCache._get_cache_root())
 
 
 def cache_salt(registry: Registry, tvm_target: Any) -> str | None:
