@@ -3,6 +3,7 @@
 ``tilecore list``         backends, distributions, targets, availability, load errors
 ``tilecore doctor``       toolchains each backend's setup hook finds, versions, devices
 ``tilecore new-backend``  write a new backend distribution from the template
+``tilecore cache``        stats, clear, prune of the local and remote kernel caches (tilecore.remote.cli)
 
 ``list`` and ``doctor`` accept ``--json`` for scripts.
 """
@@ -108,14 +109,19 @@ def collect_doctor(registry: Registry, targets: list[str] | None = None) -> dict
             info["toolchain"] = _toolchain(registry, spec, chosen.get(spec.name))
     listing["python"] = f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})"
     listing["packages"] = {name: _version_of(name) for name in ("tilelang", "torch", "pluggy", "apache-tvm-ffi", "tilecore")}
+    from tilecore.remote import printable_env
+
     listing["environment"] = {
-        key: os.environ[key]
+        key: printable_env(key, os.environ[key])
         for key in sorted(os.environ)
         if key.startswith(("TILECORE_", "TILELANG_"))
     }
     from tilecore.paths import cache_root
 
     listing["cache_dir"] = str(cache_root())
+    from tilecore import remote
+
+    listing["remote_cache"] = remote.doctor_report()
     return listing
 
 
@@ -148,6 +154,10 @@ def _print_list(data: dict[str, Any], doctor: bool = False) -> None:
         print(f"python: {data['python']}")
         print("packages: " + ", ".join(f"{k} {v or 'not installed'}" for k, v in data["packages"].items()))
         print(f"cache dir: {data['cache_dir']}")
+        from tilecore.remote.cli import doctor_lines
+
+        for line in doctor_lines(data["remote_cache"]):
+            print(line)
         for key, value in data["environment"].items():
             print(f"  {key}={value}")
     if not data["backends"]:
@@ -199,12 +209,18 @@ def main(argv: list[str] | None = None) -> int:
             )
     new = sub.add_parser("new-backend", help="write a new backend distribution from the template", add_help=False)
     new.add_argument("rest", nargs=argparse.REMAINDER)
+    cache = sub.add_parser("cache", help="stats, clear, prune of the local and remote kernel caches", add_help=False)
+    cache.add_argument("rest", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
 
     if args.command == "new-backend":
         from tilecore import template
 
         return template.main(args.rest)
+    if args.command == "cache":
+        from tilecore.remote import cli as cache_cli
+
+        return cache_cli.main(args.rest)
 
     registry = tilecore.get_registry()
     data = collect_doctor(registry, args.target) if args.command == "doctor" else collect_list(registry)

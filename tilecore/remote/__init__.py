@@ -38,6 +38,7 @@ __all__ = [
     "enabled",
     "flush",
     "lookup_into",
+    "printable_env",
     "prune",
     "publish_async",
     "reset",
@@ -225,6 +226,19 @@ def doctor_report() -> dict[str, Any]:
         report["reachable"] = False
         report["error"] = f"{type(err).__name__}: {err}".replace(url, report["url"])
     return report
+
+
+def printable_env(name: str, value: str) -> str:
+    """``value`` of environment variable ``name`` as diagnostics may print it: the signing key
+    hidden, credentials stripped from the remote cache URL."""
+    from tilecore.remote import signing
+    from tilecore.remote.url import redact
+
+    if name == signing.KEY_ENV:
+        return "<hidden>"
+    if name == ENV:
+        return redact(value)
+    return value
 
 
 def _after_fork_in_child() -> None:
