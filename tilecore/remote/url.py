@@ -34,7 +34,7 @@ class ParsedURL:
 def parse(url: str) -> ParsedURL:
     """Split ``url`` into its scheme, the store's URL and tilecore's tier options."""
     parts = urlsplit(url.strip())
-    if not parts.scheme:
+    if not parts.scheme or "://" not in url:
         raise RemoteURLError(
             f"remote cache URL {redact(url)!r} has no scheme; write e.g. redis://host:6379/0 "
             f"(TILECORE_REMOTE_CACHE or tilecore.remote.configure(url=...))."
@@ -46,8 +46,16 @@ def parse(url: str) -> ParsedURL:
             options[name] = value
         else:
             store_query.append((name, value))
-    store_url = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(store_query), parts.fragment))
+    store_url = _unsplit(parts.scheme, parts.netloc, parts.path, urlencode(store_query), parts.fragment)
     return ParsedURL(parts.scheme.lower(), store_url, options)
+
+
+def _unsplit(scheme: str, netloc: str, path: str, query: str, fragment: str) -> str:
+    """``urlunsplit`` that keeps ``//`` for host-less URLs (``dir:///srv/cache``)."""
+    text = urlunsplit((scheme, netloc, path, query, fragment))
+    if not netloc:
+        text = f"{scheme}://{text[len(scheme) + 1:]}"
+    return text
 
 
 def redact(url: str) -> str:
@@ -63,6 +71,6 @@ def redact(url: str) -> str:
             port = None
         netloc = f"{host}:{port}" if port is not None else host
         query = [(k, "***" if k.lower() in _SECRET_QUERY_KEYS else v) for k, v in parse_qsl(parts.query, keep_blank_values=True)]
-        return urlunsplit((parts.scheme, netloc, parts.path, urlencode(query, safe="*"), ""))
+        return _unsplit(parts.scheme, netloc, parts.path, urlencode(query, safe="*"), "")
     except Exception:  # never let a message crash on a malformed URL
         return "<unparseable remote cache URL>"
