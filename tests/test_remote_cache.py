@@ -49,6 +49,7 @@ def store(redis_server: LocalRedisServer) -> Iterator[redis.Redis]:
     client.flushdb()
     yield client
     client.config_set("maxmemory", 0)
+    client.acl_deluser("reader")
     client.close()
 
 
@@ -225,14 +226,20 @@ def test_hit_across_machines_and_nothing_written_outside_the_caches(machines: Ma
     (entry_a,) = local_entries(machines.cache("a"))
     assert published.endswith(entry_a.name), "the remote key is tilelang+tilecore's cache key"
 
-    second, counters, err_b = machines.run([url, {"compile": 1.5, "cache": machines.cache("b")}, {"compile": 2.5, "cache": machines.cache("b")}])
+    # The second machine reads through a Redis user that may not write: hits work, its own
+    # cold compile is not published, and that costs one warning (no password in it).
+    store.acl_setuser("reader", enabled=True, passwords=["+readerpw"], keys=["*"], commands=["+get", "+getex", "+@connection"])
+    reader = {"configure": {"url": redis_server.url.replace("//", "//reader:readerpw@"), "key": KEY_A}}
+    second, counters, err_b = machines.run([reader, {"compile": 1.5, "cache": machines.cache("b")}, {"compile": 2.5, "cache": machines.cache("b")}, {"flush": True}])
     hit, cold = second[1], second[2]
     assert hit["served"] == "disk" and hit["ok"], "the second machine must load the first machine's kernel"
     assert cold["served"] == "compiled" and cold["ok"]
-    assert counters["hits"] == 1 and counters["misses"] == 1
+    assert counters["hits"] == 1 and counters["misses"] == 1 and counters["publish_denied"] == 1
     assert {p.name for p in local_entries(machines.cache("b"))} >= {entry_a.name}, "a remote hit is installed locally"
-    assert len(remote_names(store)) == 2
-    assert remote_warnings(err_a + err_b) == []
+    assert len(remote_names(store)) == 1
+    assert remote_warnings(err_a) == []
+    (denied,) = remote_warnings(err_b)
+    assert "publishing refused" in denied and redis_server.url in denied and "readerpw" not in err_b
     # Nothing outside the cache dirs: not the working directory, TMPDIR or HOME.
     for path in (machines.cwd, machines.tmp, machines.home):
         assert list(path.rglob("*")) == [], (path, list(path.rglob("*"))[:5])

@@ -32,6 +32,8 @@ class Settings:
     flush_timeout: float = 5.0
     #: Publications queued at most; more are dropped (the entry stays local).
     max_pending: int = 64
+    #: False: only read from the store (machines whose store user may not write).
+    publish: bool = True
 
 
 def build(url: str, query: Mapping[str, str], overrides: Mapping[str, Any]) -> Settings:
@@ -53,6 +55,13 @@ def build(url: str, query: Mapping[str, str], overrides: Mapping[str, Any]) -> S
 def _convert(name: str, raw: Any) -> Any:
     if name == "prefix":
         return str(raw)
+    if name == "publish":
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).lower()
+        if text not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+            raise ValueError(name)
+        return text in ("1", "true", "yes", "on")
     if name in ("timeout", "connect_timeout", "retry_after", "flush_timeout"):
         value = float(raw)
         if not value > 0:

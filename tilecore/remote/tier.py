@@ -22,7 +22,7 @@ from typing import Any
 from tilecore._version import __version__ as TILECORE_VERSION
 from tilecore.remote import entry
 from tilecore.remote.settings import Settings
-from tilecore.remote.store import Store, StoreOptions, open_store
+from tilecore.remote.store import Store, StoreError, StoreOptions, open_store
 from tilecore.remote.url import ParsedURL, redact
 
 logger = logging.getLogger("tilecore.remote")
@@ -53,6 +53,7 @@ class Tier:
         self._lock = threading.Lock()
         self._down_until = 0.0
         self._warned = False
+        self._publish_denied = False
         self._publisher: _Publisher | None = None
 
     # -- naming -------------------------------------------------------------------------
@@ -149,7 +150,9 @@ class Tier:
     def publish_async(self, entry_dir: str, key: str, versions: Mapping[str, str], verify: Verifier | None = None) -> bool:
         """Queue the finished local entry ``entry_dir`` for publication; never blocks.
 
-        ``False`` if it was not queued (store down, queue full)."""
+        ``False`` if it was not queued (publishing off or refused, store down, queue full)."""
+        if not self.settings.publish or self._publish_denied:
+            return False
         if not self.available():
             self.counters["publish_skipped"] += 1
             return False
@@ -181,6 +184,18 @@ class Tier:
         start = time.perf_counter()
         try:
             stored = self.store().put_if_absent(self.name(job.key), blob, self.settings.ttl or None)
+        except StoreError as err:
+            if err.kind != "denied":
+                self.failed("publish", err)
+                return
+            # A read-only store user: keep reading, stop publishing (one warning).
+            self._publish_denied = True
+            self.counters["publish_denied"] += 1
+            logger.warning(
+                "tilecore remote cache %s: publishing refused (%s); using the remote cache read-only in this process "
+                "(add ?publish=0 to the URL to skip publishing).", self.url, _strip(str(err), self.parsed.store_url),
+            )
+            return
         except Exception as err:
             self.failed("publish", err)
             return

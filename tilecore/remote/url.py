@@ -14,7 +14,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from tilecore.errors import TilecoreError
 
 #: Query keys that configure the tier itself (not the store); values in seconds or bytes.
-TIER_OPTIONS = ("ttl", "timeout", "connect_timeout", "max_entry_bytes", "max_bytes", "prefix")
+TIER_OPTIONS = ("ttl", "timeout", "connect_timeout", "max_entry_bytes", "max_bytes", "prefix", "retry_after", "flush_timeout", "max_pending", "publish")
 
 #: Query keys whose values are secrets (never printed).
 _SECRET_QUERY_KEYS = ("password", "pass", "token", "secret", "key", "access_key", "secret_key")
