@@ -254,6 +254,10 @@ def main() -> None:
                              f"A published {runs['A']['counters'].get('published', 0)} entries, "
                              f"{runs['A']['counters'].get('bytes_out', 0) / max(1, runs['A']['counters'].get('published', 1)) / 1024:.1f} KiB each; "
                              f"publish flush at A's end {runs['A']['kernels']['publish flush']['seconds'] * 1e3:.0f} ms; warnings {sum(len(r['warnings']) for r in runs.values())}")
+                hits = max(1, runs["B"]["counters"].get("hits", 0))
+                notes.append(f"{target}: the remote tier's own share of a hit on machine B (mean of {hits}): fetch+verify "
+                             f"{runs['B']['counters'].get('hit_fetch_verify_us', 0) / hits / 1e3:.1f} ms, atomic install "
+                             f"{runs['B']['counters'].get('hit_install_us', 0) / hits / 1e3:.1f} ms; the rest of a remote hit is the local hit (the backend loading the entry)")
                 ok &= correct and served == expect
                 if not args.no_fault:
                     fault = run_machine(target, args.configs, work / target / "C", server.url, kill_after=8, server=server)

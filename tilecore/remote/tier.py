@@ -124,6 +124,7 @@ class Tier:
         except entry.EntryRejected as bad:
             self._reject(name, key, blob, bad)
             return False
+        fetched = time.perf_counter()
         try:
             _install(found.files, Path(entry_dir), Path(staging_dir) if staging_dir else Path(entry_dir).parent)
         except OSError as err:
@@ -132,6 +133,8 @@ class Tier:
             return False
         self.counters["hits"] += 1
         self.counters["bytes_in"] += len(blob)
+        self.counters["hit_fetch_verify_us"] += int((fetched - start) * 1e6)
+        self.counters["hit_install_us"] += int((time.perf_counter() - fetched) * 1e6)
         logger.debug("remote cache hit %s: %d bytes, %d files, %.1f ms", key[:16], len(blob), len(found.files), (time.perf_counter() - start) * 1e3)
         return True
 
