@@ -7,17 +7,21 @@ tilelang.  Target democpu keeps compiles cheap.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tilecore.paths import cache_root
 from tilecore.remote import entry, signing
 from tilecore.remote.localserver import LocalRedisServer, find_binary, free_port
 from tilecore.remote.url import RemoteURLError, parse, redact
@@ -28,6 +32,10 @@ WORKER = Path(__file__).with_name("remote_worker.py")
 KEY_A = "a" * 32  # signing keys (>= 16 bytes)
 KEY_B = "b" * 32
 VERSIONS = {"tilelang": "0.1.15", "backend": "tilelang-democpu==0.1.0", "tilecore": "0.1.0"}
+# The SophGo toolchain stays where `tilelang-tpu toolchain install` put it (computed before the
+# per-test cache isolation); the tpu case of the cross-machine test needs it.
+TPU_TOOLCHAIN = Path(os.environ.get("TILELANG_TPU_TOOLCHAIN_DIR") or cache_root() / "tpu" / "toolchain")
+HAVE_TPU = importlib.util.find_spec("tilelang_tpu") is not None and TPU_TOOLCHAIN.is_dir() and any(TPU_TOOLCHAIN.iterdir())
 
 
 # ----------------------------------------------------------------------------------------
@@ -67,7 +75,7 @@ class Machines:
 
     def run(self, plan: list[dict], **env: str) -> tuple[list[dict], dict, str]:
         environ = {k: v for k, v in os.environ.items() if not k.startswith("TILECORE_REMOTE_CACHE")}
-        environ.update(TMPDIR=str(self.tmp), HOME=str(self.home), PYTHONUNBUFFERED="1", **env)
+        environ.update(TMPDIR=str(self.tmp), HOME=str(self.home), PYTHONUNBUFFERED="1", TILELANG_TPU_TOOLCHAIN_DIR=str(TPU_TOOLCHAIN), **env)
         proc = subprocess.run(
             [sys.executable, str(WORKER), json.dumps(plan)], env=environ, cwd=self.cwd, capture_output=True, text=True, timeout=300
         )
@@ -81,8 +89,14 @@ class Machines:
 
 
 @pytest.fixture
-def machines(tmp_path: Path) -> Machines:
-    return Machines(tmp_path)
+def machines() -> Iterator[Machines]:
+    # A short root: the SophGo toolchain aborts (SIGABRT, no message) when TMPDIR is longer
+    # than about 80 characters, which pytest's own temporary paths are.
+    root = Path(tempfile.mkdtemp(prefix="tcrc-", dir="/tmp"))
+    try:
+        yield Machines(root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def local_entries(cache: str) -> list[Path]:
@@ -218,25 +232,34 @@ def test_third_party_store_from_entry_point(tmp_path: Path, monkeypatch: pytest.
 
 
 def test_hit_across_machines_and_nothing_written_outside_the_caches(machines: Machines, store: redis.Redis, redis_server: LocalRedisServer) -> None:
+    """democpu, and tpu (BM1690 emulator) where its toolchain is installed: machine B loads
+    machine A's kernels; the remote key is the local one; no stray files anywhere."""
     url = {"configure": {"url": redis_server.url, "key": KEY_A}}
-    first, _, err_a = machines.run([url, {"compile": 1.5, "cache": machines.cache("a")}])
-    assert first[1]["served"] == "compiled" and first[1]["ok"]
+    tpu = [{"compile": 1.5, "cache": machines.cache("a-tpu"), "target": "tpu"}] if HAVE_TPU else []
+    first, _, err_a = machines.run([url, {"compile": 1.5, "cache": machines.cache("a")}, *tpu])
+    assert all(s["served"] == "compiled" and s["ok"] for s in first[1:]), first
     assert first[1]["counters"]["misses"] == 1
-    (published,) = remote_names(store)  # flushed by the first machine's exit
     (entry_a,) = local_entries(machines.cache("a"))
-    assert published.endswith(entry_a.name), "the remote key is tilelang+tilecore's cache key"
+    assert "tilecore:v1:0.1.0:" + entry_a.name in remote_names(store), "the remote key is tilelang+tilecore's cache key"
+    if HAVE_TPU:  # published by the first machine's exit flush
+        (entry_tpu,) = local_entries(machines.cache("a-tpu"))
+        assert remote_names(store) == sorted("tilecore:v1:0.1.0:" + e.name for e in (entry_a, entry_tpu))
+        tpu = [{"compile": 1.5, "cache": machines.cache("b-tpu"), "target": "tpu"}]
 
     # The second machine reads through a Redis user that may not write: hits work, its own
     # cold compile is not published, and that costs one warning (no password in it).
     store.acl_setuser("reader", enabled=True, passwords=["+readerpw"], keys=["*"], commands=["+get", "+getex", "+@connection"])
     reader = {"configure": {"url": redis_server.url.replace("//", "//reader:readerpw@"), "key": KEY_A}}
-    second, counters, err_b = machines.run([reader, {"compile": 1.5, "cache": machines.cache("b")}, {"compile": 2.5, "cache": machines.cache("b")}, {"flush": True}])
+    second, counters, err_b = machines.run([reader, {"compile": 1.5, "cache": machines.cache("b")}, {"compile": 2.5, "cache": machines.cache("b")}, *tpu, {"flush": True}])
     hit, cold = second[1], second[2]
+    if HAVE_TPU:
+        assert second[3]["served"] == "disk" and second[3]["ok"], second[3]
+        assert local_entries(machines.cache("b-tpu"))[0].name == entry_tpu.name
     assert hit["served"] == "disk" and hit["ok"], "the second machine must load the first machine's kernel"
     assert cold["served"] == "compiled" and cold["ok"]
-    assert counters["hits"] == 1 and counters["misses"] == 1 and counters["publish_denied"] == 1
+    assert counters["hits"] == 1 + HAVE_TPU and counters["misses"] == 1 and counters["publish_denied"] == 1
     assert {p.name for p in local_entries(machines.cache("b"))} >= {entry_a.name}, "a remote hit is installed locally"
-    assert len(remote_names(store)) == 1
+    assert len(remote_names(store)) == 1 + HAVE_TPU
     assert remote_warnings(err_a) == []
     (denied,) = remote_warnings(err_b)
     assert "publishing refused" in denied and redis_server.url in denied and "readerpw" not in err_b
