@@ -11,17 +11,20 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from tilecore.kernel import SUPPLY_TYPES, TensorParam
 
-_FLOATS = {torch.float16, torch.float32, torch.bfloat16, torch.float64}
+if TYPE_CHECKING:
+    import torch
 
+    from tilecore.registry import Registry
+    from tilecore.targets import ResolvedTarget
 
 def make_tensor(param: TensorParam, supply: str, device: str | torch.device) -> torch.Tensor:
     """A tensor for ``param`` on ``device`` filled according to ``supply``."""
+    import torch  # here, not at module level: importing this module must not import torch
+
     if supply not in SUPPLY_TYPES:
         raise ValueError(f"unknown tensor supply {supply!r}; valid: {', '.join(SUPPLY_TYPES)}")
     if not param.is_static:
@@ -37,7 +40,7 @@ def make_tensor(param: TensorParam, supply: str, device: str | torch.device) -> 
         return torch.ones(shape, dtype=dtype, device=device)
     if dtype == torch.bool:
         return torch.randint(0, 2, shape, device=device).to(dtype)
-    is_float = dtype in _FLOATS or dtype.is_floating_point
+    is_float = dtype.is_floating_point
     if supply == "integer" or (supply == "auto" and not is_float):
         low, high = (0, 3) if not dtype.is_signed and not is_float else (-2, 3)
         return torch.randint(low, high, shape, device=device).to(dtype)
@@ -84,6 +87,24 @@ def wall_clock_bench(
         synchronize()
         samples.append((time.perf_counter() - start) * 1e3)
     return samples
+
+
+def bench_samples(
+    registry: Registry,
+    target: ResolvedTarget,
+    fn: Callable[[], Any],
+    *,
+    warmup: float,
+    rep: float,
+    n_warmup: int,
+    n_repeat: int,
+    backend: str,
+) -> float | list[float]:
+    """What ``profiler.do_bench`` times: the target's ``tilecore_bench`` hook, else :func:`wall_clock_bench`."""
+    result = registry.call(target, "tilecore_bench", fn=fn, warmup=warmup, rep=rep, n_warmup=n_warmup, n_repeat=n_repeat, backend=backend)
+    if result is None:
+        return wall_clock_bench(fn, warmup=warmup, rep=rep, n_warmup=n_warmup, n_repeat=n_repeat)
+    return result  # type: ignore[no-any-return]  # the hook contract: samples or one number
 
 
 def reduce_samples(samples: list[float], return_mode: str = "mean", quantiles: list[float] | None = None) -> float | list[float]:

@@ -63,13 +63,19 @@ def _uninstall():
         sys.meta_path.remove(_TilelangWatcher)
 
 
+def watch():
+    """Activate tilecore right after the next ``import tilelang`` (``import tilecore`` calls this)."""
+    if _TilelangWatcher not in sys.meta_path:
+        sys.meta_path.insert(0, _TilelangWatcher)
+
+
 def install():
     if os.environ.get("TILECORE_DISABLE_PLUGIN_AUTOLOAD", "").strip().lower() in _TRUTHY:
         return
     if "tilelang" in sys.modules:
         _activate()
-    elif _TilelangWatcher not in sys.meta_path:
-        sys.meta_path.insert(0, _TilelangWatcher)
+    else:
+        watch()
 
 
 install()

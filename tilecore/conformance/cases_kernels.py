@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tilecore.conformance.kernels import KERNELS, axpy_kernel, copy_kernel, make_inputs
+from tilecore.conformance.kernels import KERNELS, axpy_kernel, compare, copy_kernel, make_inputs
 from tilecore.conformance.runner import KernelBuilder, as_list, check_device
 
 pytestmark = pytest.mark.tilecore_device
@@ -37,6 +37,32 @@ def test_elementwise(conformance_kernels: KernelBuilder, dtype: str) -> None:
 def test_odd_shape(conformance_kernels: KernelBuilder) -> None:
     """50 x 37 tensors with 16 x 16 tiles: partial tiles on both edges."""
     conformance_kernels.check("elementwise_odd_shape")
+
+
+@pytest.mark.tilecore_requires("copy", "elementwise", "odd_shape", "out_idx")
+def test_param_order(conformance_kernels: KernelBuilder) -> None:
+    """Parameters declared ``(Out, x, Unused, Bias)``: not in sorted-name order, the
+    output first, one never read.  The result is right and no input is written."""
+    kernel = conformance_kernels.get("param_order")
+    inputs = conformance_kernels.inputs("param_order", seed=6)
+    before = [t.detach().cpu().clone() for t in inputs]
+    outputs = as_list(kernel(*inputs))
+    compare(conformance_kernels.case("param_order"), outputs, inputs)
+    for name, tensor, original in zip(("x", "Unused", "Bias"), inputs, before, strict=True):
+        assert torch.equal(tensor.cpu(), original), f"the kernel wrote its input {name}"
+
+
+@pytest.mark.tilecore_requires("copy", "elementwise", "odd_shape")
+def test_param_order_in_place(conformance_kernels: KernelBuilder) -> None:
+    """The same kernel without ``out_idx``: the caller passes all four tensors in declared order."""
+    kernel = conformance_kernels.get("param_order_in_place")
+    out, x, unused, bias = conformance_kernels.inputs("param_order_in_place", seed=7)
+    before = [t.detach().cpu().clone() for t in (x, unused, bias)]
+    kernel(out, x, unused, bias)
+    expected = x.detach().cpu().float() * 2.0 + bias.detach().cpu().float()
+    torch.testing.assert_close(out.cpu(), expected, atol=1e-5, rtol=1e-5)
+    for name, tensor, original in zip(("x", "Unused", "Bias"), (x, unused, bias), before, strict=True):
+        assert torch.equal(tensor.cpu(), original), f"the kernel wrote its input {name}"
 
 
 @pytest.mark.tilecore_requires("reduce", "out_idx")

@@ -100,6 +100,32 @@ def axpy_kernel(M: int, N: int, BM: int, BN: int, alpha: float, dtype: str) -> A
     return conformance_axpy
 
 
+def param_order_kernel(M: int, N: int, BM: int, BN: int, dtype: str) -> Any:
+    """``Out = x * 2 + Bias`` declared ``(Out, x, Unused, Bias)``.
+
+    The declared order is not the sorted-name order (``Bias, Out, Unused, x``), the
+    output comes first and ``Unused`` is never read: a backend that binds tensors by
+    name order, or drops unused parameters, reads and writes the wrong tensors.
+    """
+    import tilelang.language as T
+
+    @T.prim_func
+    def conformance_param_order(
+        Out: T.Tensor((M, N), dtype), x: T.Tensor((M, N), dtype), Unused: T.Tensor((M, N), dtype), Bias: T.Tensor((M, N), dtype)
+    ):
+        with T.Kernel(T.ceildiv(N, BN), T.ceildiv(M, BM), threads=128) as (bx, by):
+            a = T.alloc_fragment((BM, BN), dtype)
+            b = T.alloc_fragment((BM, BN), dtype)
+            c = T.alloc_fragment((BM, BN), dtype)
+            T.copy(x[by * BM, bx * BN], a)
+            T.copy(Bias[by * BM, bx * BN], b)
+            for i, j in T.Parallel(BM, BN):
+                c[i, j] = a[i, j] * 2.0 + b[i, j]
+            T.copy(c, Out[by * BM, bx * BN])
+
+    return conformance_param_order
+
+
 def row_reduce_kernel(M: int, N: int, BM: int, dtype: str, style: str) -> Any:
     """``S = A.sum(1)`` and ``X = A.amax(1)``: two outputs from one kernel."""
     import tilelang.language as T
@@ -235,6 +261,27 @@ KERNELS: dict[str, KernelCase] = {
         _elementwise_case("bfloat16", 64, 64, 32, 32, "elementwise_bfloat16", {"elementwise"}),
         # 50 x 37 with 16 x 16 tiles: the last row and column of blocks are partial.
         _elementwise_case("float32", 50, 37, 16, 16, "elementwise_odd_shape", {"elementwise", "odd_shape"}),
+        KernelCase(
+            name="param_order",
+            # out_idx=[0]: the caller passes (x, Unused, Bias), in declared order.
+            build=lambda style: param_order_kernel(48, 40, 16, 16, "float32"),
+            inputs=(((48, 40), torch.float32), ((48, 40), torch.float32), ((48, 40), torch.float32)),
+            reference=lambda x, unused, bias: [(_f32(x)[0] * 2.0 + _f32(bias)[0])],
+            out_idx=[0],
+            atol=1e-5,
+            rtol=1e-5,
+            requires=frozenset({"copy", "elementwise", "odd_shape", "out_idx"}),
+        ),
+        KernelCase(
+            name="param_order_in_place",
+            build=lambda style: param_order_kernel(48, 40, 16, 16, "float32"),
+            inputs=(((48, 40), torch.float32),) * 4,
+            reference=lambda out, x, unused, bias: [],
+            out_idx=None,
+            atol=1e-5,
+            rtol=1e-5,
+            requires=frozenset({"copy", "elementwise", "odd_shape"}),
+        ),
         KernelCase(
             name="row_reduce",
             # N is a power of two: tilelang's GPU layout inference finds no fragment

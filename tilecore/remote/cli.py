@@ -40,9 +40,9 @@ def human(size: int | None) -> str:
 
 def local_dir() -> Path:
     """Where tilelang keeps this environment's kernel entries (asked of the bridge)."""
-    from tilecore import _bridge
+    from tilecore._bridge.cache import local_cache_dir
 
-    return Path(_bridge.local_cache_dir())
+    return Path(local_cache_dir())
 
 
 def doctor_lines(report: dict[str, Any]) -> list[str]:

@@ -16,8 +16,7 @@ from typing import Any
 
 from tilecore import ResolvedTarget, TensorParam, Toolchain, hookimpl
 from tilecore.errors import TilecoreError
-from tilecore.supply import make_tensor
-from tilelang_cuda import __version__, lowering, profiling, runtime, setup
+from tilelang_cuda import __version__, lowering, runtime, setup
 from tilelang_cuda import target as cuda_target
 
 tilecore_api_version = "1.0"
@@ -56,12 +55,16 @@ def _require_gpu(resolved: ResolvedTarget, action: str) -> None:
 
 @hookimpl
 def tilecore_supply_tensor(target: ResolvedTarget, param: TensorParam, supply: str):
+    from tilecore.supply import make_tensor  # here: torch is imported only where tensors are made
+
     _require_gpu(target, "make input tensors")
     return make_tensor(param, supply, target.device)
 
 
 @hookimpl
 def tilecore_bench(target: ResolvedTarget, fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int, backend: str):
+    from tilelang_cuda import profiling
+
     _require_gpu(target, "time kernels")
     return profiling.bench(fn, warmup, rep, n_warmup, n_repeat, backend)
 

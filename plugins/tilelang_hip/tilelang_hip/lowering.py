@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from tilecore import ToolchainError
+from tilecore._version import TILELANG_REQUIREMENT
 from tilelang_hip import DISTRIBUTION, __version__
 
 UPSTREAM_BACKEND = "rocm"
@@ -26,9 +27,9 @@ TVM_KIND = "hip"
 
 def upstream_backend() -> Any:
     """tilelang's registered ``BackendModule`` for TVM kind ``hip`` (it owns pipeline, codegen, adapters)."""
-    from tilelang.backend import module as backend_module
+    from tilelang.backend import list_backends
 
-    backends = backend_module.list_backends()
+    backends = list_backends()
     found = backends.get(UPSTREAM_BACKEND)
     if found is None or TVM_KIND not in found.target_kinds:
         import tilelang
@@ -36,6 +37,6 @@ def upstream_backend() -> Any:
         raise ToolchainError(
             f"target 'hip' ({DISTRIBUTION} {__version__}) delegates to tilelang's '{UPSTREAM_BACKEND}' backend for TVM kind "
             f"'{TVM_KIND}', which tilelang {tilelang.__version__} does not register (registered: {', '.join(sorted(backends))}). "
-            f"Install a tilelang release this package supports (tilelang>=0.1.15,<0.2)."
+            f"Install a tilelang release this package supports (pip install 'tilelang{TILELANG_REQUIREMENT}')."
         )
     return found

@@ -14,8 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tilecore import ResolvedTarget, TensorParam, hookimpl
-from tilecore.supply import make_tensor
-from tilelang_hip import __version__, lowering, profiling, runtime, setup, target
+from tilelang_hip import __version__, lowering, runtime, setup, target
 
 tilecore_api_version = "1.0"
 
@@ -33,11 +32,15 @@ def tilecore_setup(target: ResolvedTarget):
 
 @hookimpl
 def tilecore_supply_tensor(target: ResolvedTarget, param: TensorParam, supply: str):
+    from tilecore.supply import make_tensor  # here: torch is imported only where tensors are made
+
     return make_tensor(param, supply, runtime.require_device(target))
 
 
 @hookimpl
 def tilecore_bench(target: ResolvedTarget, fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int):
+    from tilelang_hip import profiling
+
     return profiling.bench(target, fn, warmup, rep, n_warmup, n_repeat)
 
 

@@ -175,7 +175,10 @@ def test_gemm_forms() -> None:
 def test_softmax_broadcasts_row_vectors() -> None:
     src = ppl_of(softmax_kernel(100, 200, 64))
     assert src.count("quick_pooling(") == 2
-    assert ".view(" in src and "{0, 1, 1, 0}" in src  # stride-0 view of the per-row max / sum
+    # A stride-0 W view of the per-row max / sum that keeps the real C stride (row r+64
+    # lives in the same lane as row r, one aligned row group further).
+    assert ".view(" in src
+    assert "dim4 bstride = {div_up(64, LANE_NUM) * align(1 * 1, get_eu_num<fp32>()), align(1 * 1, get_eu_num<fp32>()), 1, 0};" in src
 
 
 # ---------------------------------------------------------------------------- ppl-compile

@@ -7,10 +7,20 @@ and the host launcher is written down:
 
       __KERNEL__ void <entry_name(name)>(T0 *ptr_0, T1 *ptr_1, ...)
 
-  whose parameters are the TileLang kernel's tensor parameters in PrimFunc order.
-  Each parameter is a pointer to global (device) memory whose element type is
-  ``PPL_DTYPES[tensor.dtype]``. Static shapes are baked into the source; there are
-  no scalar arguments.
+  whose parameters are the TileLang kernel's tensor parameters **in the order the
+  user declared them, unused ones included** (``ptr_i`` is the i-th declared
+  tensor), because that is the order in which the runtime passes the tensors.
+  ``name`` is the user's prim_func name (the host function's symbol), not the
+  device function's.  Each parameter is a pointer to global (device) memory whose
+  element type is ``PPL_DTYPES[tensor.dtype]``. Static shapes are baked into the
+  source; there are no scalar arguments.
+
+  tilelang's ``SplitHostDevice`` gives the device function its own parameter
+  list: sorted by name and without the tensors its body never touches.  The
+  lowering therefore records the declared parameters on the device function
+  (``DECLARED_PARAMS_ATTR``, ``KERNEL_NAME_ATTR``) and :func:`bind_pointers` maps
+  each device parameter to its declared slot *by identity* (a device parameter is
+  the very data variable of a declared buffer), never by position.
 
 * ``ppl-compile`` turns that function into device C with a packed-argument entry
   ``int <entry>_entry(const void *args)``; ``args`` points to a struct of N
@@ -25,12 +35,20 @@ and the host launcher is written down:
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 __all__ = [
+    "DECLARED_PARAMS_ATTR",
     "ENTRY_ARG_CTYPE",
+    "KERNEL_NAME_ATTR",
     "PPL_DTYPES",
+    "AbiError",
+    "PointerSlot",
+    "bind_pointers",
     "entry_name",
     "launch_symbol",
     "ppl_dtype",
@@ -41,6 +59,13 @@ _KERNEL_SUFFIX = "_kernel"
 
 #: Suffix ppl-compile gives the packed-argument wrapper of a ``__KERNEL__`` function.
 _ENTRY_SUFFIX = "_entry"
+
+#: Device-function attribute (set by the lowering): the user's parameters in declared
+#: order, each a TIR ``Buffer`` (tensor) or ``Var`` (scalar).
+DECLARED_PARAMS_ATTR = "tilelang_tpu.declared_params"
+
+#: Device-function attribute (set by the lowering): the user's prim_func name.
+KERNEL_NAME_ATTR = "tilelang_tpu.kernel_name"
 
 #: C type of one slot of the packed argument struct (a device address).
 ENTRY_ARG_CTYPE = ctypes.c_uint64
@@ -84,3 +109,49 @@ def ppl_dtype(dtype: torch.dtype) -> str:
     except KeyError:
         valid = ", ".join(str(d).removeprefix("torch.") for d in PPL_DTYPES)
         raise TypeError(f"dtype {dtype} has no PPL equivalent on the tpu target; supported: {valid}") from None
+
+
+class AbiError(ValueError):
+    """A kernel whose parameters cannot be bound to the ABI (a scalar parameter, or a
+    device parameter that is no declared tensor)."""
+
+    def __init__(self, message: str, param: str) -> None:
+        self.param = param
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class PointerSlot:
+    """One ``T *ptr_<slot>`` parameter of the entry: the ``slot``-th declared tensor."""
+
+    slot: int
+    buffer: Any  #: the declared tensor's TIR Buffer
+    used: bool  #: whether the device function uses it (its data variable is a device parameter)
+
+    @property
+    def name(self) -> str:
+        return f"ptr_{self.slot}"
+
+
+def bind_pointers(declared: Sequence[Any], device_params: Sequence[Any]) -> list[PointerSlot]:
+    """The entry's pointer parameters: one per declared tensor, in declared order.
+
+    ``declared`` are the user's parameters (TIR ``Buffer`` for a tensor, ``Var`` for
+    a scalar); ``device_params`` the device function's parameters, each of which
+    must be the data variable of a declared buffer (compared by identity).  Raises
+    :class:`AbiError` for a scalar parameter or an unbound device parameter.
+    """
+    slots: list[PointerSlot] = []
+    bound: list[Any] = []
+    for slot, param in enumerate(declared):
+        data = getattr(param, "data", None)
+        if data is None:
+            raise AbiError(f"kernel parameter {param.name} is a scalar", str(param.name))
+        used = any(data.same_as(p) for p in device_params)
+        if used:
+            bound.append(data)
+        slots.append(PointerSlot(slot, param, used))
+    for p in device_params:
+        if not any(p.same_as(b) for b in bound):
+            raise AbiError(f"device parameter {p.name} is not the data of any declared tensor parameter", str(p.name))
+    return slots

@@ -62,7 +62,9 @@ def generate(device_mod: Any, tvm_target: Any, chip: str) -> str:
             "the lowered module",
             "the tpu target compiles one T.Kernel per prim_func; split the program into separate kernels",
         )
-    name, func = kernels[0]
+    device_name, func = kernels[0]
+    # The runtime knows the kernel by the user's prim_func name (abi.py).
+    name = str(func.attrs[abi.KERNEL_NAME_ATTR]) if func.attrs is not None and abi.KERNEL_NAME_ATTR in func.attrs else device_name
     entry = abi.entry_name(name)
     emitter = Emitter(func)
     try:

@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES, REDUCE_ALIGN, dim4, offset4, to4
+from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES, REDUCE_ALIGN, broadcast_strides, dim4, offset4, to4
 from tilelang_tpu.codegen_scalar import ScalarPrinter, Unsupported
 
 __all__ = ["CodegenError", "Emitter"]
@@ -166,42 +166,51 @@ class Emitter:
     # ------------------------------------------------------------------ entry
 
     def params(self) -> list[tuple[str, str]]:
-        """(PPL dtype, pointer name) of each kernel parameter, declaring global tensors."""
+        """(PPL dtype, pointer name) of each entry parameter, declaring the global tensors.
+
+        One pointer per tensor the user declared, in declared order, unused ones
+        included (:func:`tilelang_tpu.abi.bind_pointers`, the binding rule).
+        """
         from tvm import tirx
 
-        decls: dict[Any, Any] = {}
+        from tilelang_tpu import abi
 
-        def visit(node: Any) -> None:
-            if isinstance(node, tirx.DeclBuffer) and node.buffer.scope() in _GLOBAL_SCOPES:
-                decls.setdefault(node.buffer.data, node.buffer)
-
-        tirx.stmt_functor.post_order_visit(self.func.body, visit)
+        attrs = self.func.attrs
+        if attrs is None or abi.DECLARED_PARAMS_ATTR not in attrs:
+            raise self.fail(
+                "a device function without the record of its declared parameters",
+                self.func,
+                "lower the kernel with tilelang_tpu.lowering (tilelang.compile(..., target='tpu') does)",
+            )
+        try:
+            slots = abi.bind_pointers(list(attrs[abi.DECLARED_PARAMS_ATTR]), list(self.func.params))
+        except abi.AbiError as err:
+            raise self.fail(
+                f"{err}; the tpu target bakes shapes in and takes tensor parameters only",
+                self.func,
+                "pass the value as a Python constant captured by the kernel instead",
+            ) from None
         out = []
-        for index, var in enumerate(self.func.params):
-            if var not in decls:
-                raise self.fail(
-                    f"kernel parameter {var.name} is a scalar; the tpu target bakes shapes in and takes tensor parameters only",
-                    self.func,
-                    "pass the value as a Python constant captured by the kernel instead",
-                )
-            buf = decls[var]
+        for slot in slots:
+            buf = slot.buffer
             dtype = str(buf.dtype)
             if dtype not in DTYPES:
                 raise self.fail(
                     f"tensor {buf.name} has dtype {dtype}, which PPL does not support", self.func, f"use one of {', '.join(DTYPES)}"
                 )
+            self.used_names.add(slot.name)
+            out.append((DTYPES[dtype], slot.name))
+            if not slot.used:
+                continue
             shape = tuple(int(s) if isinstance(s, tirx.IntImm) else -1 for s in buf.shape)
             if -1 in shape:
                 raise self.fail(f"tensor {buf.name} has a symbolic shape {list(buf.shape)}; the tpu target needs static shapes", self.func)
             if len(shape) > 4:
                 raise self.fail(f"tensor {buf.name} has rank {len(shape)}; ranks 1 to 4 are supported", self.func)
             _check_contiguous(self, buf)
-            ptr = f"ptr_{index}"
-            self.used_names.add(ptr)
             gname = self.fresh("g_" + str(buf.name))
-            self.globals_[var] = GlobalTensor(gname, dtype, shape)
-            self.names[var] = ptr
-            out.append((DTYPES[dtype], ptr))
+            self.globals_[buf.data] = GlobalTensor(gname, dtype, shape)
+            self.names[buf.data] = slot.name
         return out
 
     def global_view(self, var: Any, layout: str) -> str:
@@ -736,6 +745,8 @@ class Emitter:
             self.elementwise(store, loop_vars, extents, loop)
 
     def elementwise(self, store: Any, loop_vars: list[Any], extents: list[int], loop: Any) -> None:
+        from tvm import tirx
+
         tile = self.tiles.get(store.buffer.data)
         if tile is None:
             raise self.fail(
@@ -743,19 +754,35 @@ class Emitter:
                 loop,
                 hint="compute into a tile, then T.copy it to global memory",
             )
-        if len(store.indices) != len(loop_vars) or any(not _same_var(i, v) for i, v in zip(store.indices, loop_vars, strict=True)):
+        # The store's index per tile dimension: a T.Parallel variable (the whole loop
+        # extent) or a constant (one element there; tilelang drops a T.Parallel loop of
+        # extent 1 and writes its index as 0, e.g. over a 1-row tile).
+        index = list(store.indices)
+        vars_in_order = [i for i in index if isinstance(i, tirx.Var)]
+        valid = (
+            len(index) == len(tile.shape)
+            and all(isinstance(i, (tirx.Var, tirx.IntImm)) for i in index)
+            and len(vars_in_order) == len(loop_vars)
+            and all(_same_var(i, v) for i, v in zip(vars_in_order, loop_vars, strict=True))
+        )
+        if not valid:
             raise self.fail(
-                f"T.Parallel store {store.buffer.name}[{', '.join(map(str, store.indices))}] not indexed by the loop variables in order",
+                f"T.Parallel store {store.buffer.name}[{', '.join(map(str, index))}] not indexed by the loop variables in order",
                 loop,
                 hint="write c[i, j] = ... with the T.Parallel variables as the indices",
             )
-        if tuple(extents) != tile.shape:
-            dom = self.dim4var(to4([str(e) for e in extents], tile.layout), "dom")
-            origin = self.dim4var(["0", "0", "0", "0"], "origin")
+        loop_extent = dict(zip((v.name for v in loop_vars), extents, strict=True))
+        dom_ext = [loop_extent[i.name] if isinstance(i, tirx.Var) else 1 for i in index]
+        dom_off = [0 if isinstance(i, tirx.Var) else int(i) for i in index]
+        if any(o + e > s for o, e, s in zip(dom_off, dom_ext, tile.shape, strict=True)):
+            raise self.fail(f"T.Parallel store {store.buffer.name}[{', '.join(map(str, index))}] outside the tile {list(tile.shape)}", loop)
+        if tuple(dom_ext) != tile.shape:
+            dom = self.dim4var(to4([str(e) for e in dom_ext], tile.layout), "dom")
+            origin = self.dim4var(offset4([str(o) for o in dom_off], tile.layout), "origin")
             dst = f"{tile.name}.sub_view({dom}, {origin})"
         else:
             dst = tile.name
-        ctx = _Elementwise(self, loop_vars, extents, tile, loop)
+        ctx = _Elementwise(self, loop_vars, index, dom_ext, dom_off, tile, loop)
         result = ctx.compute(store.value, dst)
         if result is not None:
             if result.is_tile:
@@ -770,13 +797,17 @@ class Emitter:
 class _Elementwise:
     """Compiles one ``T.Parallel`` assignment into tile ops over the loop domain."""
 
-    def __init__(self, em: Emitter, loop_vars: list[Any], extents: list[int], dst_tile: Tile, loop: Any) -> None:
+    def __init__(
+        self, em: Emitter, loop_vars: list[Any], index: list[Any], dom_ext: list[int], dom_off: list[int], dst_tile: Tile, loop: Any
+    ) -> None:
         self.em = em
         self.loop_vars = loop_vars
-        self.extents = extents
+        self.index = index  # the destination's index per tile dim: loop variable or constant
+        self.extents = dom_ext  # the domain's extent per destination tile dim
+        self.offsets = dom_off  # and its offset (non-zero only at a constant index)
         self.dst_tile = dst_tile
         self.loop = loop
-        self.dom4 = to4([str(e) for e in extents], dst_tile.layout)
+        self.dom4 = to4([str(e) for e in dom_ext], dst_tile.layout)
         self.block = None
 
     def fail(self, what: str, hint: str = "") -> CodegenError:
@@ -899,40 +930,41 @@ class _Elementwise:
                 )
             raise self.fail(f"read of {e.buffer.name} inside T.Parallel")
         idx = list(e.indices)
-        n = len(self.loop_vars)
         if tile.layout != self.dst_tile.layout:
             raise self.fail(
                 f"element-wise operation mixing tile {e.buffer.name} ({tile.layout} layout) with {self.dst_tile.name} ({self.dst_tile.layout} layout)",
                 "fp32 T.gemm operands keep whole rows in one lane; operate on them only together with other fp32 T.gemm operands",
             )
-        # Full tile operand: indexed exactly by the loop variables.
-        if len(idx) == n and all(_same_var(i, v) for i, v in zip(idx, self.loop_vars, strict=True)):
+        # Same-domain operand: indexed exactly like the destination.
+        if len(idx) == len(self.index) and all(_same_index(i, d) for i, d in zip(idx, self.index, strict=True)):
             if tuple(self.extents) == tile.shape:
                 return Operand(tile.name, tile.dtype, True)
             dom = em.dim4var(self.dom4, "dom")
-            origin = em.dim4var(["0", "0", "0", "0"], "origin")
+            origin = em.dim4var(offset4([str(o) for o in self.offsets], tile.layout), "origin")
             return Operand(f"{tile.name}.sub_view({dom}, {origin})", tile.dtype, True)
-        # Row vector broadcast along the last axis: x[i] or x[i, 0] in an (i, j) loop.
+        # Row vector broadcast along the last axis: x[i] or x[i, 0] in an (i, j) domain.
         rowvec = (
-            n == 2
+            len(self.index) == 2
+            and isinstance(self.index[1], tirx.Var)
             and tile.layout == "lanes"
+            and self.offsets[0] == 0
             and (
-                (len(idx) == 1 and _same_var(idx[0], self.loop_vars[0]))
+                (len(idx) == 1 and _same_index(idx[0], self.index[0]))
                 or (
                     len(idx) == 2
-                    and _same_var(idx[0], self.loop_vars[0])
+                    and _same_index(idx[0], self.index[0])
                     and isinstance(idx[1], tirx.IntImm)
                     and int(idx[1]) == 0
                     and tile.shape[1] == 1
                 )
             )
         )
-        if rowvec and tile.shape[0] == self.extents[0]:
+        if rowvec and self.extents[0] <= tile.shape[0]:
             # A [rows, 1] tile seen as [rows, cols] with W stride 0: PPL reads each
-            # lane's single element across the whole row.
+            # lane's single element across the whole row.  The C stride stays the
+            # tile's own: row r + 64 is in row r's lane, one aligned row group further.
             shape = em.dim4var(self.dom4, "bshape")
-            stride = em.fresh("bstride")
-            em.emit(f"dim4 {stride} = {{0, 1, 1, 0}};")
+            stride = em.dim4var(broadcast_strides(tile.block, DTYPES[tile.dtype], (3,)), "bstride")
             view = em.fresh("bcast")
             em.emit(f"auto &{view} = {tile.name}.view({shape}, {stride});")
             return Operand(view, tile.dtype, True)
@@ -1083,6 +1115,15 @@ def _is_const(e: Any) -> bool:
     from tvm import tirx
 
     return isinstance(e, tirx.IntImm)
+
+
+def _same_index(a: Any, b: Any) -> bool:
+    """Both the same variable, or both the same integer constant."""
+    from tvm import tirx
+
+    if isinstance(a, tirx.IntImm) and isinstance(b, tirx.IntImm):
+        return int(a) == int(b)
+    return _same_var(a, b)
 
 
 def _same_var(a: Any, b: Any) -> bool:

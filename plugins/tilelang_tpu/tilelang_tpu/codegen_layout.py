@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["DTYPES", "FLOAT_DTYPES", "LAYOUTS", "REDUCE_ALIGN", "dim4", "offset4", "to4"]
+__all__ = ["DTYPES", "FLOAT_DTYPES", "LAYOUTS", "REDUCE_ALIGN", "aligned_strides", "broadcast_strides", "dim4", "offset4", "to4"]
 
 #: TIR dtype -> PPL element type.
 DTYPES: dict[str, str] = {
@@ -77,3 +77,28 @@ def offset4(dims: Sequence[str], layout: str = "lanes") -> list[str]:
 def dim4(values: Sequence[str]) -> str:
     """C initialiser of a ``dim4``."""
     return "{" + ", ".join(values) + "}"
+
+
+def aligned_strides(block: Sequence[str], ppl_type: str) -> list[str]:
+    """C expressions of the element strides ``[N, C, H, W]`` of a local tensor
+    allocated with ``block`` (``make_tensor``'s default TPU_ALIGN layout).
+
+    The ``C`` stride is the per-lane distance from channel ``c`` to ``c + LANE_NUM``
+    (the next *group* of rows on the same lane): ``H * W`` rounded up to a whole
+    execution unit.  ``N`` steps over all ``ceil(C / LANE_NUM)`` groups.  These are
+    PPL's own rules (``ppl::get_stride`` with ``TPU_ALIGN``), written as C so that
+    the chip's ``EU_BYTES``/``LANE_NUM`` apply.
+    """
+    _, c, h, w = block
+    c_stride = f"align({h} * {w}, get_eu_num<{ppl_type}>())"
+    return [f"div_up({c}, LANE_NUM) * {c_stride}", c_stride, w, "1"]
+
+
+def broadcast_strides(block: Sequence[str], ppl_type: str, axes: Sequence[int]) -> list[str]:
+    """Strides of a view of a local tensor (allocated with ``block``) that repeats
+    it along ``axes`` (stride 0 there), e.g. a ``[rows, 1]`` tile seen as
+    ``[rows, cols]`` (axes ``(3,)``).  Every other axis keeps the tensor's real
+    stride -- in particular ``C``, whose stride is what row ``r + 64`` is found by.
+    """
+    strides = aligned_strides(block, ppl_type)
+    return ["0" if i in axes else s for i, s in enumerate(strides)]

@@ -59,10 +59,65 @@ def _map_prim_funcs(mod: Any, fn: Any) -> Any:
     return mod
 
 
+def _annotate_declared_params(mod: Any) -> Any:
+    """Give each device kernel the attributes :mod:`tilelang_tpu.abi` binds by.
+
+    ``abi.DECLARED_PARAMS_ATTR``: the host function's parameters in declared order,
+    each a ``Buffer`` (a tensor parameter) or a ``Var`` (a scalar).  The kernel's
+    own parameters are fresh variables, sorted by name, one per buffer its body
+    uses; the host passes ``buffer.data`` for each at the call site.  Through that
+    call each used declared buffer is re-declared over the kernel parameter it is
+    bound to, so that :func:`tilelang_tpu.abi.bind_pointers` can match them by
+    identity; unused buffers keep their host data variable (bound to nothing).
+    ``abi.KERNEL_NAME_ATTR``: the host function's name, which the runtime knows the
+    kernel by (the device symbol has SplitHostDevice's ``_kernel`` suffix).
+    """
+    from tvm import ir, tirx
+
+    from tilelang_tpu import abi
+
+    annotated: dict[Any, Any] = {}
+    for func in list(mod.functions.values()):
+        if not isinstance(func, tirx.PrimFunc) or not len(func.buffer_map):
+            continue
+        declared = [func.buffer_map.get(p, p) for p in func.params]
+        host_name = str(func.attrs["global_symbol"]) if func.attrs is not None and "global_symbol" in func.attrs else None
+        calls: list[Any] = []
+
+        def visit(node: Any, calls: list[Any] = calls) -> None:
+            if isinstance(node, tirx.Call) and isinstance(node.op, ir.GlobalVar):
+                calls.append(node)
+
+        tirx.stmt_functor.post_order_visit(func.body, visit)
+        for call in calls:
+            gvar = call.op
+            if gvar in annotated or gvar not in mod.functions:
+                continue
+            kernel = mod[gvar]
+            bound = []
+            for param in declared:
+                if isinstance(param, tirx.Buffer):
+                    for arg, kernel_param in zip(call.args, kernel.params, strict=False):
+                        if isinstance(arg, tirx.Var) and arg.same_as(param.data):
+                            param = tirx.decl_buffer(
+                                param.shape, param.dtype, param.name, data=kernel_param, strides=param.strides, elem_offset=param.elem_offset
+                            )
+                            break
+                bound.append(param)
+            kernel = kernel.with_attr(abi.DECLARED_PARAMS_ATTR, bound)
+            if host_name is not None:
+                kernel = kernel.with_attr(abi.KERNEL_NAME_ATTR, host_name)
+            annotated[gvar] = kernel
+    for gvar, kernel in annotated.items():
+        mod[gvar] = kernel
+    return mod
+
+
 def _passes(mod: Any, dummy: Any) -> Any:
     import tilelang.transform as tl
-    from tilelang.backend.pass_pipeline.pipeline_utils import should_force_let_inline
     from tvm import tirx
+
+    from tilecore.upstream import should_force_let_inline
 
     mod = tirx.transform.BindTarget(dummy)(mod)
     # T.Kernel grid -> serial loops over the block indices (a TPU core walks the grid).
@@ -84,6 +139,10 @@ def _passes(mod: Any, dummy: Any) -> Any:
     mod = tirx.transform.AnnotateEntryFunc()(mod)
     mod = tl.AnnotateDeviceRegions()(mod)
     mod = tl.SplitHostDevice()(mod)
+    # Before MakePackedAPI erases the host function's buffer map: record, on each
+    # kernel, the user's declared parameters (SplitHostDevice sorted the kernel's
+    # parameters by name and dropped the unread ones; the ABI binds by declaration).
+    mod = _annotate_declared_params(mod)
     mod = tl.MakePackedAPI()(mod)
     mod = tl.Simplify()(mod)
     mod = tl.LowerDeviceKernelLaunch()(mod)
