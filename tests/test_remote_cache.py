@@ -454,3 +454,25 @@ def test_cache_command_and_doctor_on_both_tiers(machines: Machines, store: redis
         assert doctor["reachable"] and doctor["url"] == redis_server.url and doctor["rtt_ms"] > 0 and doctor["entries"] == 0
     finally:
         store.config_set("requirepass", "")
+
+
+def test_local_tier_prune_by_age_and_size(tmp_path: Path) -> None:
+    """`tilecore cache prune` on the local tier: entries unused for --max-age go, then the least
+    recently used ones until the rest fits in --max-bytes; hidden staging leftovers are no entries."""
+    import time
+
+    from tilecore.remote import local
+
+    root = tmp_path / "kernels"
+    now = time.time()
+    for name, size, age_days in (("old", 100, 40), ("mid", 300, 5), ("new", 200, 1), ("newest", 50, 0)):
+        entry_dir = root / name
+        entry_dir.mkdir(parents=True)
+        (entry_dir / "kernel_lib.bin").write_bytes(b"x" * size)
+        os.utime(entry_dir / "kernel_lib.bin", (now - age_days * 86400, now - age_days * 86400))
+    (root / ".staging-leftover").mkdir()
+    assert local.usage(root) == {"dir": str(root), "entries": 4, "bytes": 650}
+    assert local.prune(root, max_age_s=30 * 86400) == {"removed": 1, "bytes_left": 550}
+    assert local.prune(root, max_bytes=300) == {"removed": 1, "bytes_left": 250}
+    assert sorted(p.name for p in root.iterdir() if not p.name.startswith(".")) == ["new", "newest"]
+    assert local.clear(root) == 2 and local.usage(root)["entries"] == 0

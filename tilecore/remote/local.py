@@ -15,7 +15,7 @@ from typing import Any
 
 def _entries(root: Path) -> list[tuple[Path, int, float]]:
     """(entry dir, bytes, last use) of every entry; last use = newest access or change time."""
-    found = []
+    found: list[tuple[Path, int, float]] = []
     if not root.is_dir():
         return found
     for path in root.iterdir():
