@@ -46,6 +46,10 @@ def _tilelang_names_used_by_bridge() -> set[tuple[str, str]]:
 
 def _covered(module: str, name: str) -> bool:
     for seam in SEAMS:
+        if f"{module}:{name}" in seam.tables:  # a private table a registration row restores
+            return True
+        if f"{module}:{name}" in (seam.retired_by, seam.retired_by.replace(":register_", ":unregister_")):
+            return True  # the public API of a retired row (register/unregister pair)
         owner_module, _, owner_attrs = seam.owner.partition(":")
         if owner_module == module and not owner_attrs and seam.attribute == name:
             return True

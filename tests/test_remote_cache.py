@@ -423,7 +423,8 @@ def test_cache_command_and_doctor_on_both_tiers(machines: Machines, store: redis
     machines.run([{"configure": {"url": redis_server.url}}, {"compile": 50.0, "cache": cache}])
     store.set("tilecore:v1:0.0.1:" + "f" * 64, b"old version entry")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TILECORE_REMOTE_CACHE")}
-    env.update(TILELANG_CACHE_DIR=cache, TILECORE_REMOTE_CACHE=redis_server.url.replace("//", "//default:sekrit@"), TMPDIR=str(machines.tmp))
+    env.update(TILELANG_CACHE_DIR=cache, TILECORE_REMOTE_CACHE=redis_server.url.replace("//", "//default:sekrit@"), TMPDIR=str(machines.tmp),
+               TILECORE_REMOTE_CACHE_KEY=KEY_A)
     store.config_set("requirepass", "sekrit")
     try:
         script = (
@@ -434,6 +435,9 @@ def test_cache_command_and_doctor_on_both_tiers(machines: Machines, store: redis
             "import tilecore\n"
             "from tilecore.remote import doctor_report\n"
             "print(json.dumps(doctor_report()))\n"
+            "from tilecore.cli import envinfo\n"
+            "from tilecore.remote.cli import doctor_section\n"
+            "print(json.dumps({'section': doctor_section(None).as_json('remote'), 'env': envinfo.collect()['tilecore_env']}))\n"
         )
         proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=machines.cwd, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-3000:]
@@ -445,7 +449,11 @@ def test_cache_command_and_doctor_on_both_tiers(machines: Machines, store: redis
                 continue
             doc, index = decoder.raw_decode(text, index)
             docs.append(doc)
-        before, pruned, cleared, after, doctor = docs
+        before, pruned, cleared, after, doctor, shown = docs
+        assert shown["section"]["ok"] and shown["section"]["title"] == "remote cache"
+        assert any("reachable: yes" in line for line in shown["section"]["lines"]), shown
+        assert shown["env"]["TILECORE_REMOTE_CACHE"] == redis_server.url and shown["env"]["TILECORE_REMOTE_CACHE_KEY"] == "<hidden>"
+        assert KEY_A not in proc.stdout
         assert before["local"]["entries"] == 1 and before["remote"]["entries"] == 1 and before["remote"]["other_versions_entries"] == 1
         assert "sekrit" not in proc.stdout and before["remote"]["url"] == redis_server.url
         assert pruned["remote"]["removed_other_versions"] == 1 and pruned["local"]["removed"] == 0

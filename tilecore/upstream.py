@@ -5,55 +5,44 @@ keeps them is the bridge's business (each name is a row of
 :data:`tilecore._bridge.seams.SEAMS`, checked by the same gate as the patched
 seams before first use), so a tilelang release that moves one changes the
 bridge and no backend.
+
+* :func:`lower_with_host_pipeline`: tilelang's portable CPU lowering (or the
+  backend's own pass list) with the kernels marked as device functions of the
+  backend's target;
+* :func:`c_source`: C source of a device module lowered that way;
+* :func:`template_include_dir`: tilelang's ``tl_templates`` headers;
+* :func:`should_force_let_inline`: tilelang's ``LetInline`` policy, for a backend's own pass list;
+* :func:`determine_target`: the TVM target ``tilelang.compile`` would use for a target.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import ParamSpec, TypeVar
 
 from tilecore._bridge import gate, helpers
 
-if TYPE_CHECKING:
-    from tvm.ir import IRModule
-    from tvm.target import Target
-
 __all__ = ["c_source", "determine_target", "lower_with_host_pipeline", "should_force_let_inline", "template_include_dir"]
 
-
-def lower_with_host_pipeline(
-    mod: IRModule,
-    tvm_target: Target,
-    host_kind: str = "c",
-    vectorize: bool = False,
-    passes: Callable[[IRModule, Target], IRModule] | None = None,
-) -> IRModule:
-    """tilelang's portable CPU lowering (or the backend's own ``passes(mod, dummy_target)``)
-    under a dummy ``host_kind`` target, with the kernels marked as device functions of
-    ``tvm_target`` (``calling_conv = DEVICE_KERNEL_LAUNCH``, ``target = tvm_target``)."""
-    gate.check()
-    return helpers.lower_with_host_pipeline(mod, tvm_target, host_kind, vectorize, passes)
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
-def c_source(device_mod: IRModule, tvm_target: Target) -> str:
-    """C source of a device module lowered by :func:`lower_with_host_pipeline`."""
-    gate.check()
-    return helpers.c_source(device_mod, tvm_target)
+def _gated(func: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``func`` after the bridge's gate (supported tilelang, every seam present; checked once)."""
+
+    @functools.wraps(func)
+    def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        gate.check()
+        return func(*args, **kwargs)
+
+    call.__module__ = __name__
+    return call
 
 
-def template_include_dir() -> str:
-    """Directory holding tilelang's ``tl_templates`` headers (for compiling C sources)."""
-    gate.check()
-    return helpers.template_include_dir()
-
-
-def should_force_let_inline() -> bool:
-    """Whether a backend's own pass list should run tilelang's ``LetInline`` (tilelang's policy)."""
-    gate.check()
-    return helpers.should_force_let_inline()
-
-
-def determine_target(target: object) -> Target:
-    """The TVM target tilelang compiles for when given ``target`` (a name, dict or TVM target)."""
-    gate.check()
-    return helpers.determine_target(target)
+lower_with_host_pipeline = _gated(helpers.lower_with_host_pipeline)
+c_source = _gated(helpers.c_source)
+template_include_dir = _gated(helpers.template_include_dir)
+should_force_let_inline = _gated(helpers.should_force_let_inline)
+determine_target = _gated(helpers.determine_target)

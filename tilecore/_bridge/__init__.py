@@ -22,7 +22,7 @@ tilecore backend owns.  Importing this package imports neither tilelang nor torc
 
 from __future__ import annotations
 
-from tilecore._bridge.gate import BridgeError, check_version, problems
+from tilecore._bridge.gate import BridgeError, check_version, problems, retired_seams
 from tilecore._bridge.gate import check as check_tilelang
 from tilecore._bridge.patches import install, installed, uninstall
 from tilecore._bridge.seams import SEAMS, Seam
@@ -40,6 +40,7 @@ __all__ = [
     "installed",
     "problems",
     "resolve_tvm",
+    "retired_seams",
     "tvm_config",
     "uninstall",
 ]

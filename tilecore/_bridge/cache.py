@@ -60,6 +60,14 @@ def wrap_generate_key(registry: Registry, original: Callable[..., str]) -> Calla
     return generate_key
 
 
+def register_salt(registry: Registry) -> Callable[[], None]:
+    """The public path (tilelang with ``register_cache_key_salt``, docs/upstream/cache-key-salt.md)."""
+    from tilelang.cache.kernel_cache import register_cache_key_salt, unregister_cache_key_salt
+
+    register_cache_key_salt("tilecore", lambda target: cache_salt(registry, target), override=True)
+    return lambda: unregister_cache_key_salt("tilecore")
+
+
 def kernel_cache(registry: Registry, _original: object = None) -> Any:
     """The ``KernelCache`` instance for the ``tilecore`` execution backend."""
     from tilelang.cache.kernel_cache import KernelCache
@@ -76,6 +84,12 @@ def kernel_cache(registry: Registry, _original: object = None) -> Any:
             src = getattr(kernel.adapter, "libpath", None)
             data = KernelCache._load_binary(src) if src else b""
             KernelCache._safe_write_file(os.path.join(cache_path, self.kernel_lib_path), "wb", lambda f: f.write(data))
+
+        def _set_adapter_cache_path(self, kernel: Any, cache_path: str) -> None:
+            from tilecore._bridge.adapter import TilecoreAdapter
+
+            if isinstance(kernel.adapter, TilecoreAdapter):
+                kernel.adapter.tilelang_cache_path = cache_path
 
     return TilecoreKernelCache()
 

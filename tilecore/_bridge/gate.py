@@ -47,8 +47,27 @@ def _tilecore_version() -> str:
     return __version__
 
 
+def retired(seam: Seam) -> bool:
+    """Whether tilelang has the public API that replaces ``seam`` (its ``retired_by``)."""
+    if not seam.retired_by:
+        return False
+    try:
+        resolve(seam.retired_by)
+    except (ImportError, AttributeError):
+        return False
+    return True
+
+
+def retired_seams(seams: Iterable[Seam] = SEAMS) -> list[Seam]:
+    """The rows the installed tilelang's public APIs make unnecessary."""
+    return [seam for seam in seams if retired(seam)]
+
+
 def seam_problem(seam: Seam) -> str | None:
-    """Why ``seam`` is missing or changed in the installed tilelang, or ``None`` if it is as expected."""
+    """Why ``seam`` is missing or changed in the installed tilelang, or ``None`` if it is as expected
+    (or no longer needed: see :func:`retired`)."""
+    if retired(seam):
+        return None
     try:
         owner = resolve(seam.owner)
     except (ImportError, AttributeError) as err:

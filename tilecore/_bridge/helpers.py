@@ -156,7 +156,7 @@ def template_include_dir() -> str:
     """Directory holding tilelang's ``tl_templates`` headers."""
     from tilelang.env import TILELANG_TEMPLATE_PATH
 
-    return os.path.normpath(TILELANG_TEMPLATE_PATH)
+    return os.path.normpath(str(TILELANG_TEMPLATE_PATH))
 
 
 def should_force_let_inline() -> bool:

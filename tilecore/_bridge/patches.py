@@ -34,7 +34,18 @@ def wrapper_of(seam: Seam) -> Callable[..., Any]:
     return factory
 
 
+def _apply_public(seam: Seam, registry: Registry) -> Callable[[], None]:
+    """A retired row: register through tilelang's public API, or nothing at all."""
+    if seam.public_wrapper is None:
+        return lambda: None
+    module, _, name = seam.public_wrapper.partition(":")
+    undo: Callable[[], None] = getattr(importlib.import_module(f"tilecore._bridge.{module}"), name)(registry)
+    return undo
+
+
 def _apply(seam: Seam, registry: Registry) -> Callable[[], None]:
+    if gate.retired(seam):
+        return _apply_public(seam, registry)
     owner = gate.resolve(seam.owner)
     factory = wrapper_of(seam)
     if seam.kind == "attribute":

@@ -31,7 +31,7 @@ def owned_target(registry: Registry, jit_kernel: Any) -> ResolvedTarget | None:
 
 
 @functools.lru_cache(maxsize=1)
-def profiler_class() -> type:
+def profiler_class() -> type[Any]:
     """``TilecoreProfiler``: a subclass of ``tilelang.profiler.Profiler`` (made once, on first use)."""
     from tilelang.profiler import Profiler
 
@@ -43,6 +43,7 @@ def profiler_class() -> type:
 
         tilecore_target: ResolvedTarget
         tilecore_registry: Registry
+        result_idx: Any  # a field of upstream's Profiler dataclass
 
         def __post_init__(self) -> None:
             self.result_idx = self._legalize_result_idx(self.result_idx)
@@ -116,7 +117,7 @@ def wrap_get_profiler(registry: Registry, original: Callable[..., Any]) -> Calla
         if target is None:
             return original(self, supply)
         cls = profiler_class()
-        profiler = cls.__new__(cls)
+        profiler: Any = object.__new__(cls)
         profiler.tilecore_target = target
         profiler.tilecore_registry = registry
         profiler.__init__(self.params, self.out_idx, supply)

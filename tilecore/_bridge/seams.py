@@ -38,6 +38,13 @@ class Seam:
     * ``"global"``: a TVM global function called by name (``attribute``).
 
     ``params``: parameter names the wrapper or the caller relies on.
+
+    ``retired_by``: the public tilelang API (``"module:name"``) that replaces the
+    row once tilelang has it (see ``proposal``).  When the gate finds it, the
+    private name is neither checked nor patched; ``public_wrapper``
+    (``"module:function"``, called with the registry, returning an undo
+    function) registers through the public API instead, if anything must be
+    registered at all.
     """
 
     owner: str
@@ -49,6 +56,8 @@ class Seam:
     adds: bool = False
     tables: tuple[str, ...] = ()
     proposal: str = ""
+    retired_by: str = ""
+    public_wrapper: str | None = None
 
     @property
     def name(self) -> str:
@@ -95,11 +104,14 @@ SEAMS: tuple[Seam, ...] = (
          params=("params", "result_idx", "target", "func_or_mod", "host_kernel_source", "device_kernel_source", "kernel_lib_path"),
          proposal="adapter-factory.md"),
     Seam(_JIT, "get_kernel_source", "allow-list of adapter names; a disk-loaded kernel has no artifact",
-         wrapper="adapter:wrap_get_kernel_source", params=("kernel_only",), proposal="source-getters.md"),
-    Seam(_JIT, "get_host_source", "allow-list of adapter names", wrapper="adapter:wrap_get_host_source", proposal="source-getters.md"),
+         wrapper="adapter:wrap_get_kernel_source", params=("kernel_only",), proposal="source-getters.md",
+         retired_by="tilelang.jit.kernel:ADAPTER_SOURCE_GETTERS"),
+    Seam(_JIT, "get_host_source", "allow-list of adapter names", wrapper="adapter:wrap_get_host_source", proposal="source-getters.md",
+         retired_by="tilelang.jit.kernel:ADAPTER_SOURCE_GETTERS"),
     # -- disk cache ------------------------------------------------------------------------
     Seam(_CACHE, "_generate_key", "the key has no field for the backend's identity and toolchain",
-         wrapper="cache:wrap_generate_key", proposal="cache-key-salt.md"),
+         wrapper="cache:wrap_generate_key", proposal="cache-key-salt.md",
+         retired_by="tilelang.cache.kernel_cache:register_cache_key_salt", public_wrapper="cache:register_salt"),
     Seam(_CACHE, "_load_kernel_from_disk", "further cache tiers on a local miss", wrapper="cache:wrap_load_kernel_from_disk",
          params=("key",), proposal="cache-tiers.md"),
     Seam(_CACHE, "_save_kernel_to_disk", "further cache tiers after a local save", wrapper="cache:wrap_save_kernel_to_disk",
@@ -112,6 +124,10 @@ SEAMS: tuple[Seam, ...] = (
     Seam(_CACHE, "_save_so_cubin_to_disk", "overridden by the tilecore cache layout", params=("kernel", "cache_path")),
     Seam(_CACHE, "_load_binary", "reads the adapter's library when saving an entry", params=("path",)),
     Seam(_CACHE, "_safe_write_file", "writes the library into the entry atomically", params=("path", "mode", "operation")),
+    Seam(_CACHE, "_set_adapter_cache_path", "overridden: the adapter learns its entry, removed if the kernel faults",
+         params=("kernel", "cache_path")),
+    Seam(_CACHE, "_memory_cache", "in-memory entries: a kernel that faulted is removed (adapter:evict_faulted_kernel)"),
+    Seam(_CACHE, "_lock", "guards _memory_cache"),
     # -- profiler --------------------------------------------------------------------------
     Seam(_JIT, "get_profiler", "upstream tensor supply and timers know only tilelang's own devices",
          wrapper="profiler:wrap_get_profiler", params=("tensor_supply_type",), proposal="profiler-hooks.md"),

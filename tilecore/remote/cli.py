@@ -8,9 +8,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tilecore import remote
-from tilecore.remote import local
-
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
@@ -62,9 +59,9 @@ def doctor_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="tilecore cache", description="Inspect and trim the local and remote kernel caches.")
-    sub = parser.add_subparsers(dest="action", required=True)
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``tilecore cache``."""
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     commands = {
         "stats": "entries and bytes per tier",
         "clear": "delete every entry (remote: this tilecore version's, unless --all-versions)",
@@ -82,7 +79,13 @@ def main(argv: list[str] | None = None) -> int:
         if name == "prune":
             cmd.add_argument("--max-age", type=float, metavar="DAYS", help="local: remove entries unused for DAYS")
             cmd.add_argument("--max-bytes", type=parse_size, metavar="SIZE", help="trim each tier to SIZE (e.g. 2G), least recently used first")
-    args = parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    """``tilecore cache stats|clear|prune``: both tiers unless --local or --remote."""
+    from tilecore import remote
+    from tilecore.remote import local
+
     do_local, do_remote = not args.remote, not args.local
     result: dict[str, Any] = {}
     status = 0
@@ -118,3 +121,22 @@ def main(argv: list[str] | None = None) -> int:
             shown = human(value) if "bytes" in name and isinstance(value, int) else value
             print(f"  {name}: {shown}")
     return status
+
+
+def doctor_section(context: Any) -> Any:
+    """The remote-cache section of ``tilecore doctor`` (fails only when a configured store is unreachable)."""
+    from tilecore import remote
+    from tilecore.cli.doctor import Section
+
+    report = remote.doctor_report()
+    ok = not report.get("configured") or bool(report.get("reachable"))
+    return Section("remote cache", ok, doctor_lines(report), report)
+
+
+def _command() -> Any:
+    from tilecore.cli import Command
+
+    return Command("cache", "stats, clear, prune of the local and remote kernel caches", configure, run)
+
+
+COMMAND = _command()
