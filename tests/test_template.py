@@ -19,6 +19,7 @@ EXPECTED_FILES = {
     "README.md",
     "pyproject.toml",
     "tests/test_mychip_conformance.py",
+    "tilelang_mychip/py.typed",  # the generated distribution ships its types
     *(f"tilelang_mychip/{m}.py" for m in ("__init__", "target", "setup", "lowering", "codegen", "runtime", "profiling", "plugin")),
 }
 
