@@ -85,6 +85,12 @@ def kernel_cache(registry: Registry, _original: object = None) -> Any:
             data = KernelCache._load_binary(src) if src else b""
             KernelCache._safe_write_file(os.path.join(cache_path, self.kernel_lib_path), "wb", lambda f: f.write(data))
 
+        def _set_adapter_cache_path(self, kernel: Any, cache_path: str) -> None:
+            from tilecore._bridge.adapter import TilecoreAdapter
+
+            if isinstance(kernel.adapter, TilecoreAdapter):
+                kernel.adapter.tilelang_cache_path = cache_path
+
     return TilecoreKernelCache()
 
 

@@ -120,6 +120,10 @@ SEAMS: tuple[Seam, ...] = (
     Seam(_CACHE, "_save_so_cubin_to_disk", "overridden by the tilecore cache layout", params=("kernel", "cache_path")),
     Seam(_CACHE, "_load_binary", "reads the adapter's library when saving an entry", params=("path",)),
     Seam(_CACHE, "_safe_write_file", "writes the library into the entry atomically", params=("path", "mode", "operation")),
+    Seam(_CACHE, "_set_adapter_cache_path", "overridden: the adapter learns its entry, removed if the kernel faults",
+         params=("kernel", "cache_path")),
+    Seam(_CACHE, "_memory_cache", "in-memory entries: a kernel that faulted is removed (adapter:evict_faulted_kernel)"),
+    Seam(_CACHE, "_lock", "guards _memory_cache"),
     # -- profiler --------------------------------------------------------------------------
     Seam(_JIT, "get_profiler", "upstream tensor supply and timers know only tilelang's own devices",
          wrapper="profiler:wrap_get_profiler", params=("tensor_supply_type",), proposal="profiler-hooks.md"),
