@@ -21,7 +21,7 @@ EXPECTED_FILES = {
     "pyproject.toml",
     "tests/conftest.py",
     "tests/test_mychip_conformance.py",
-    "tilelang_mychip/py.typed",  # the generated distribution ships its types
+    "tilelang_mychip/py.typed",
     *(f"tilelang_mychip/{m}.py" for m in ("__init__", "target", "setup", "lowering", "codegen", "runtime", "profiling", "plugin")),
 }
 

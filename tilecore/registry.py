@@ -741,9 +741,10 @@ class Registry:
             raise
         except Exception as err:
             raise BackendLoadError(f"{backend.label} raised in {hook} for {spec.name!r}: {type(err).__name__}: {err}") from err
-        if result is not None:
-            check_return(backend, hook, result)
-        return result
+        if result is None:
+            return None
+        check_return(backend, hook, result)
+        return str(result)
 
     def setup(self, target: ResolvedTarget) -> Toolchain | None:
         """Run the setup hook once per resolved target; failures are not cached."""

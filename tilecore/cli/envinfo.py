@@ -42,6 +42,7 @@ def compiler_version(path: str) -> str:
 def collect() -> dict[str, Any]:
     from tilecore.cli.report import version_of
     from tilecore.paths import cache_root
+    from tilecore.remote import printable_env
 
     libc_name, libc_version = platform.libc_ver()
     packages = {name: version_of(name) for name in PACKAGES}
@@ -60,6 +61,7 @@ def collect() -> dict[str, Any]:
         "host_compilers": compilers,
         "cpu_count": os.cpu_count(),
         "device_visibility": {k: v for k, v in sorted(os.environ.items()) if _VISIBILITY.match(k)},
-        "tilecore_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(("TILECORE_", "TILELANG_"))},
+        # printable_env hides the remote cache's signing key and URL credentials.
+        "tilecore_env": {k: printable_env(k, v) for k, v in sorted(os.environ.items()) if k.startswith(("TILECORE_", "TILELANG_"))},
         "cache_dir": str(cache_root()),
     }

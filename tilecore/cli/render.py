@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 import textwrap
 from collections.abc import Callable
 from typing import Any
@@ -11,6 +12,10 @@ _MARK = {"loaded": "ok", "not loaded": "--", "failed": "FAILED", "blocked": "blo
 
 
 def width() -> int:
+    """The terminal's width (60-140 columns); no wrapping when output goes to a pipe or file,
+    so ``grep`` sees whole lines."""
+    if not sys.stdout.isatty():
+        return 10_000
     return max(60, min(shutil.get_terminal_size((100, 24)).columns, 140))
 
 
