@@ -310,3 +310,21 @@ def test_registered_as_tvm_build_function() -> None:
     device, tvm_target = device_module(axpy_kernel(130, 300, 64, 128), "tpu:bm1684x")
     source = tvm_ffi.get_global_func(codegen.BUILD_FUNCTION)(device, tvm_target).inspect_source()
     assert "__KERNEL__ void axpy_kernel(" in source and "for chip bm1684x" in source
+
+
+def test_doc_construct_table_is_generated_from_the_code() -> None:
+    """docs/backends/tpu-codegen.md's construct table is codegen_constructs.markdown_table()
+    (regenerate with ``python -m tilelang_tpu.codegen_constructs``)."""
+    from tilelang_tpu import codegen_constructs
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "backends" / "tpu-codegen.md").read_text()
+    section = doc.split(codegen_constructs.DOC_START + "\n", 1)[1].split(codegen_constructs.DOC_END, 1)[0]
+    assert section == codegen_constructs.markdown_table()
+
+
+def test_every_tile_op_in_the_table_has_its_handler() -> None:
+    from tilelang_tpu import codegen_constructs
+
+    handlers = codegen_constructs.tile_op_handlers()
+    assert sorted(handlers) == ["tl.tileop.copy", "tl.tileop.fill", "tl.tileop.gemm", "tl.tileop.reduce"]
+    assert all(callable(h) for h in handlers.values())
