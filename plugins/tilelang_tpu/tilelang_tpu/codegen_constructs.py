@@ -102,8 +102,10 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "`T.Parallel` loops `c[i, j] = expr`",
         "one TIU instruction per operation over the whole tile. Tile ⊕ tile: `tiu::fadd/fsub/fmul/fdiv/fmax/fmin`. "
         "Tile ⊕ scalar (either side): the same functions with a `float` constant (the PPL `_C` forms). Casts: `tiu::cast`. "
-        "Functions: `T.exp` → `fexp` (PPL's range-reduced exp), `T.abs` → `tiu::fabs`, `T.sqrt` → `tiu::fsqrt`, "
-        "`T.rsqrt` → `tiu::frsqrt`. Intermediate values live in temporary tiles inside a `{ }` scope",
+        "Functions: `T.exp` → `fexp` (PPL's range-reduced exp), `T.exp2(x)` → `fexp(x · ln 2)`, `T.log` → `flog`, "
+        "`T.log2(x)` → `flog(x) / ln 2`, `T.tanh` → `tanh_fp32` and `T.sigmoid` → `sigmoid_fp32` (fp32 only; others refused "
+        "by name), `T.abs` → `tiu::fabs`, `T.sqrt` → `tiu::fsqrt`, `T.rsqrt` → `tiu::frsqrt`. Intermediate values live in "
+        "temporary tiles inside a `{ }` scope",
         "codegen_elementwise",
     ),
     Construct(
@@ -120,14 +122,32 @@ CONSTRUCTS: tuple[Construct, ...] = (
     ),
     Construct("`T.Parallel` over part of a tile (extents smaller than the tile)", "`sub_view` of the tile", "codegen_elementwise"),
     Construct(
-        "a per-column vector `w[j]` inside an `(i, j)` loop",
-        "refused: lanes cannot be broadcast across; load the vector into a `[rows, cols]` tile first",
+        "a per-column vector `w[j]` inside an `(i, j)` loop (norm weights, bias epilogues)",
+        "`w` gets the `row` layout (`[1, 1, 1, n]`, one lane; its global copy uses a matching `gtensor` view); at the use "
+        "`tiu::broadcast` copies it to one pass of the lanes and a view with `C` stride 0 repeats that pass over the row groups",
         "codegen_elementwise",
-        REFUSED,
     ),
     Construct(
-        "reads of global tensors, or stores to them, inside `T.Parallel`",
-        "refused: `T.copy` the data to a tile first, compute into a tile, then `T.copy` it out",
+        "`T.if_then_else(cond, a, b)` with `cond` comparing integer expressions of loop and block indices "
+        "(`<`, `<=`, `>`, `>=`, `==`, `!=`; causal and sequence-length masks)",
+        "index tiles (PPL's serial-number table along `W`; transposed onto the lanes, + 64·g per row group, for rows), "
+        "their difference as exact fp32 integers, then `tiu::gt_select`/`lt_select` against a half-integer threshold",
+        "codegen_elementwise",
+    ),
+    Construct(
+        "temporaries bound inside `T.Parallel` (`t = x[i, j] - m[i]`)",
+        "substituted into the assignments that use them (each use recomputes it as tile ops)",
+        "codegen_elementwise",
+    ),
+    Construct(
+        "stores to a global tensor inside `T.Parallel`, indexed `offset + loop variable` (LayerNorm's `Mean`/`Rstd`); "
+        "or one element outside any loop (`Mean[bx] = mean[0]` of a 1-row tile)",
+        "the value is computed into a tile over the loop domain, then one `dma::store`, clipped at the tensor's edge like `T.copy`",
+        "codegen_elementwise",
+    ),
+    Construct(
+        "reads of global tensors inside `T.Parallel`; `if_then_else` on data values; `&&`/`||` conditions",
+        "refused: `T.copy` the data to a tile first; compare indices only",
         "codegen_elementwise",
         REFUSED,
     ),

@@ -147,7 +147,7 @@ class Emitter:
         wanted = {(var, "lanes") for var in self.globals_}
         wanted |= self._global_layouts(self.func.body)
         for var, g in self.globals_.items():
-            for layout in ("lanes", "rows_n"):
+            for layout in ("lanes", "rows_n", "row"):
                 if (var, layout) not in wanted:
                     continue
                 name = g.name if layout == "lanes" else self.fresh(f"{g.name}_{layout}")
@@ -274,7 +274,7 @@ class Emitter:
                 f"tile {buf.name} is both an fp32 T.gemm operand and a T.reduce source",
                 hint="fp32 matmul operands keep whole rows in one lane; copy the result to another tile before reducing it",
             )
-        if layout != "lanes" and len(shape) != 2:
+        if layout == "rows_n" and len(shape) != 2:
             raise self.fail(f"T.gemm operand {buf.name} of rank {len(shape)}", hint="T.gemm takes 2-D tiles")
         block = to4([str(s) for s in shape], layout)
         if buf.data in self.plan.reduce_sources:
@@ -322,10 +322,32 @@ class Emitter:
         if s.buffer.data in self.scalars:
             self.emit(f"{self.scalars[s.buffer.data]} = {self.expr(s.value)};")
             return
+        if ((s.buffer.data in self.tiles or s.buffer.data in self.globals_) and all(is_const(i) for i in s.indices)) or (
+            s.buffer.data in self.globals_ and self._tile_values_only(s.value)
+        ):
+            # One element of a tile: what a T.Parallel over extent-1 axes leaves (tilelang
+            # drops such loops), e.g. the per-row statistics of a 1-row tile.
+            from tilelang_tpu.codegen_elementwise import elementwise
+
+            self.emit("{")
+            self.indent += 1
+            elementwise(self, s, [], [], s)
+            self.indent -= 1
+            self.emit("}")
+            return
         raise self.fail(
             f"scalar store to {s.buffer.name}",
             hint="TPU tiles are written a whole tile at a time: use T.copy, T.fill or a T.Parallel loop over the tile",
         )
+
+    def _tile_values_only(self, value: Any) -> bool:
+        """True if ``value`` reads local tiles (a per-row statistic stored to global memory
+        outside a loop, e.g. ``Mean[bx] = mean[0]`` of a 1-row tile)."""
+        from tvm import tirx
+
+        reads: list[Any] = []
+        tirx.stmt_functor.post_order_visit(tirx.Evaluate(value), lambda n: reads.append(n) if isinstance(n, tirx.BufferLoad) else None)
+        return bool(reads) and all(r.buffer.data in self.tiles for r in reads)
 
     # ------------------------------------------------------------------ tile ops
 

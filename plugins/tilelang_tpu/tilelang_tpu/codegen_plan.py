@@ -55,6 +55,46 @@ def _collect_uses(plan: KernelPlan, body: Any) -> None:
                     plan.layouts[buf.data] = "rows_n"
 
     tirx.stmt_functor.post_order_visit(body, visit)
+    _find_column_vectors(plan, body)
+
+
+def _find_column_vectors(plan: KernelPlan, body: Any) -> None:
+    """1-D local tiles read as ``w[j]`` in an ``(i, j)`` T.Parallel loop (norm weights,
+    bias epilogues) get the ``row`` layout: the vector along ``W`` of one lane, from
+    where it is broadcast to every lane where it is used."""
+    from tvm import tirx
+
+    def visit(node: Any) -> None:
+        # The innermost T.Parallel loop whose variable is the last index of a 2-D store.
+        if not (isinstance(node, tirx.For) and node.kind == tirx.ForKind.PARALLEL):
+            return
+        if isinstance(node.body, tirx.For) and node.body.kind == tirx.ForKind.PARALLEL:
+            return
+        column = node.loop_var
+        stores: list[Any] = []
+        tirx.stmt_functor.post_order_visit(
+            node.body,
+            lambda n: stores.append(n)
+            if isinstance(n, tirx.BufferStore) and len(n.indices) >= 2 and isinstance(n.indices[-1], tirx.Var) and n.indices[-1].same_as(column)
+            else None,
+        )
+        if not stores:
+            return
+
+        def loads(n: Any) -> None:
+            if (
+                isinstance(n, tirx.BufferLoad)
+                and len(n.buffer.shape) == 1
+                and n.buffer.scope() != "global"
+                and isinstance(n.indices[0], tirx.Var)
+                and n.indices[0].same_as(column)
+            ):
+                plan.layouts[n.buffer.data] = "row"
+
+        tirx.stmt_functor.post_order_visit(node.body, loads)
+
+    tirx.stmt_functor.post_order_visit(body, visit)
+
 
 def _find_reduce_staging(plan: KernelPlan, body: Any) -> None:
     """Find ``T.copy(x, x_frag); T.reduce(x_frag, ...)`` pairs to reduce ``x`` directly.
