@@ -31,6 +31,8 @@ from pluggy import HookimplMarker, HookspecMarker
 
 if TYPE_CHECKING:
     import torch
+    from tvm.ir import IRModule
+    from tvm.target import Target
 
     from tilecore.kernel import CompiledKernel, KernelAdapter, TensorParam, Toolchain
     from tilecore.targets import ResolvedTarget, TargetSpec
@@ -41,7 +43,7 @@ hookimpl = HookimplMarker(PROJECT)
 
 
 @hookspec
-def tilecore_declare_targets() -> Sequence[TargetSpec]:
+def tilecore_declare_targets() -> Sequence[TargetSpec]:  # type: ignore[empty-body]  # a hook specification
     """Return the targets this backend provides.  Must be cheap: no toolchain
     probing here (put that in ``TargetSpec.probe`` or ``tilecore_setup``)."""
 
@@ -54,14 +56,14 @@ def tilecore_setup(target: ResolvedTarget) -> Toolchain | None:
 
 
 @hookspec(firstresult=True)
-def tilecore_lower(target: ResolvedTarget, mod: Any, tvm_target: Any) -> Any:
+def tilecore_lower(target: ResolvedTarget, mod: IRModule, tvm_target: Target) -> IRModule | None:
     """Lower the frontend ``IRModule`` to host + device functions; return the
     lowered module.  Device functions must carry the device calling convention
     (``tilecore.upstream.lower_with_host_pipeline`` does this for you)."""
 
 
 @hookspec(firstresult=True)
-def tilecore_codegen(target: ResolvedTarget, device_mod: Any, tvm_target: Any) -> str | None:
+def tilecore_codegen(target: ResolvedTarget, device_mod: IRModule, tvm_target: Target) -> str | None:
     """Turn the lowered device ``IRModule`` into source text (the kernel
     source users see through ``kernel.get_kernel_source()``)."""
 

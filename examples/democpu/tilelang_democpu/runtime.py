@@ -7,13 +7,15 @@ import hashlib
 import re
 import subprocess
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from tilecore import CompiledKernel, ToolchainError
 from tilecore.paths import atomic_write, cache_dir, private_tempdir
 from tilecore.upstream import template_include_dir
 from tilelang_democpu import __version__
+
+if TYPE_CHECKING:
+    import torch  # annotations only: importing the backend (tilecore list) must not import torch
 
 _ENTRY = re.compile(r"int32_t\s+(\w+)\s*\(")
 

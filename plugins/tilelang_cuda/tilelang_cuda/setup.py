@@ -134,3 +134,60 @@ def find_nvcc(who: str) -> Toolchain:
         fingerprint=f"nvcc=={version}",
         notes=tuple(notes),
     )
+
+
+# -- setup notes: what the toolchain report says about the arch and upstream's runtimes -----------
+
+_ARCH = re.compile(r"sm_(\d+)([af]?)")
+
+
+def variant_note(arch: str) -> str | None:
+    """A warning for Hopper-or-newer archs given without the ``a``/``f`` variant, else ``None``.
+
+    For sm_90 and newer upstream's pipeline emits TMA bulk copies, ``wgmma`` and
+    warp-group register reallocation, and the emitted code static-asserts the
+    arch-specific ``sm_90a`` (``sm_100a``, ...) feature set, so plain ``sm_90``
+    fails in nvcc for such kernels; this says so at setup time instead.
+    """
+    match = _ARCH.fullmatch(arch)
+    if match is None or match.group(2) or int(match.group(1)) < 90:
+        return None
+    return (
+        f"arch {arch} has no arch-specific variant: kernels that TileLang lowers to wgmma/TMA (GEMMs, bulk copies) "
+        f"static-assert {arch}a and fail in nvcc; use arch={arch}a unless the kernels avoid those instructions"
+    )
+
+
+#: What each of upstream's CUDA execution backends needs beyond tilelang itself.
+REQUIREMENTS = {
+    "tvm_ffi": "nothing beyond tilelang",
+    "cython": "libcuda (the NVIDIA driver library) at build time",
+    "nvrtc": "cuda-python (pip install cuda-python)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionBackend:
+    """One of upstream's execution backends for a CUDA target (it owns the adapters and the call path)."""
+
+    name: str
+    available: bool
+    default: bool
+
+    def describe(self) -> str:
+        state = "default" if self.default else ("available" if self.available else "unavailable")
+        return f"{self.name} ({state}; needs {REQUIREMENTS.get(self.name, 'see upstream')})"
+
+
+def execution_backends(arch: str) -> tuple[ExecutionBackend, ...]:
+    """Upstream's CUDA execution backends for ``arch``, in upstream's order of preference."""
+    from tilelang.backend import get_backend
+    from tvm.target import Target
+
+    module = get_backend("cuda")
+    target = Target({"kind": "cuda", "arch": arch})
+    available = set(module.allowed_execution_backends(target, include_unavailable=False))
+    default = module.resolve_execution_backend("auto", target).name if available else None
+    return tuple(
+        ExecutionBackend(name, name in available, name == default) for name in module.allowed_execution_backends(target)
+    )
