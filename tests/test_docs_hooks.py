@@ -28,6 +28,7 @@ ROLES: dict[str, tuple[str, str]] = {
     "tilecore_create_adapter": ("required", "not called"),
     "tilecore_supply_tensor": ("optional (`make_tensor` on the target's device)", "optional"),
     "tilecore_bench": ("optional (host wall clock)", "optional"),
+    "tilecore_doctor_target": ("optional (doctor reports the default-options error)", "optional"),
 }
 
 

@@ -11,7 +11,8 @@ __version__ = "0.1.0"
 
 #: (major, minor) of the plugin API.  A backend declares the version it was
 #: written for as ``tilecore_api_version = "1.0"``; a different major is refused.
-API_VERSION: tuple[int, int] = (1, 0)
+#: 1.1 added the optional hook ``tilecore_doctor_target`` and ``tilecore_role``.
+API_VERSION: tuple[int, int] = (1, 1)
 
 #: The one supported tilelang range.  Every pyproject that names tilelang uses
 #: exactly this string (tests/test_versions.py checks them), and the bridge's

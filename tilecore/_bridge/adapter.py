@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tilecore._bridge.backend_module import EXECUTION_BACKEND
 from tilecore._bridge.targets import resolve_tvm
+from tilecore.artifacts import KernelFaultError
 from tilecore.errors import TilecoreError
 from tilecore.kernel import CompiledKernel, TensorParam, output_indices
 
@@ -53,10 +55,13 @@ class TilecoreAdapter:
     ``func``, ``params``, ``result_idx``, ``libpath``, and the source getters.
     """
 
+    #: The tilelang disk-cache entry holding this kernel (set by the cache), removed if it faults.
+    tilelang_cache_path: str | None = None
+
     def __init__(self, kernel: CompiledKernel, launcher: Launcher, params: list[Any], host_source: str) -> None:
         self.kernel = kernel
         self.launcher = launcher
-        self.func = launcher
+        self.func = self.__call__  # what JITKernel calls: faults go through the eviction below
         self.params = params
         self.result_idx = list(kernel.out_idx)
         self.libpath: str | None = getattr(launcher.adapter, "library_path", None)
@@ -64,13 +69,31 @@ class TilecoreAdapter:
         self._host_source = host_source
 
     def __call__(self, *args: Any) -> Any:
-        return self.launcher(*args)
+        try:
+            return self.launcher(*args)
+        except KernelFaultError:
+            evict_faulted_kernel(self)
+            raise
 
     def get_kernel_source(self, kernel_only: bool = True) -> str:
         return self.kernel.source
 
     def get_host_source(self) -> str:
         return self._host_source or getattr(self.launcher.adapter, "host_source", "") or ""
+
+
+def evict_faulted_kernel(adapter: TilecoreAdapter) -> None:
+    """Remove a kernel whose launch faulted from tilelang's caches (its disk entry and
+    the in-memory map), so that no later compile is served the faulty kernel."""
+    from tilelang.cache import _dispatch_map  # type: ignore[import-untyped]  # tilelang ships no type information
+
+    if adapter.tilelang_cache_path:
+        shutil.rmtree(adapter.tilelang_cache_path, ignore_errors=True)
+    for cache in {id(c): c for c in _dispatch_map.values()}.values():
+        with cache._lock:
+            for key, kernel in list(cache._memory_cache.items()):
+                if getattr(kernel, "adapter", None) is adapter:
+                    del cache._memory_cache[key]
 
 
 def make_adapter(registry: Registry, target: ResolvedTarget, kernel: CompiledKernel, params: list[Any], host_source: str) -> TilecoreAdapter:
@@ -151,7 +174,10 @@ def wrap_create_adapter_from_database(registry: Registry, original: Callable[...
             target=resolved,
             library_path=library,
         )
-        return make_adapter(registry, resolved, kernel, params, read_cached_text(host_kernel_source))
+        adapter = make_adapter(registry, resolved, kernel, params, read_cached_text(host_kernel_source))
+        if kernel_lib_path:
+            adapter.tilelang_cache_path = os.path.dirname(kernel_lib_path)
+        return adapter
 
     return create_adapter_from_database
 

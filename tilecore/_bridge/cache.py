@@ -85,6 +85,12 @@ def kernel_cache(registry: Registry, _original: object = None) -> Any:
             data = KernelCache._load_binary(src) if src else b""
             KernelCache._safe_write_file(os.path.join(cache_path, self.kernel_lib_path), "wb", lambda f: f.write(data))
 
+        def _set_adapter_cache_path(self, kernel: Any, cache_path: str) -> None:
+            from tilecore._bridge.adapter import TilecoreAdapter
+
+            if isinstance(kernel.adapter, TilecoreAdapter):
+                kernel.adapter.tilelang_cache_path = cache_path
+
     return TilecoreKernelCache()
 
 
@@ -93,14 +99,45 @@ def kernel_cache(registry: Registry, _original: object = None) -> Any:
 # ----------------------------------------------------------------------------------------
 
 
+class TierContext:
+    """What a tier may need besides the key, computed only when asked for.
+
+    ``versions``: producer identity an entry must match (``tilelang``; ``backend`` =
+    owning distribution==version, or ``tilelang`` for targets no backend owns);
+    ``staging_dir``: where to build an entry before renaming it into place (same
+    filesystem); ``verify(cache_path)``: tilelang's own integrity check of an entry.
+    """
+
+    def __init__(self, registry: Registry, cache: Any, tvm_target: Any) -> None:
+        self._registry, self._cache, self._tvm_target = registry, cache, tvm_target
+
+    @functools.cached_property
+    def versions(self) -> dict[str, str]:
+        import tilelang
+
+        try:
+            target = resolve_tvm(self._registry, self._tvm_target)
+        except TilecoreError:
+            target = None
+        backend = f"{target.distribution}=={target.version}" if target is not None else "tilelang"
+        return {"tilelang": str(tilelang.__version__), "backend": backend}
+
+    @property
+    def staging_dir(self) -> str:
+        return str(self._cache._get_staging_root())
+
+    def verify(self, cache_path: str) -> bool:
+        return bool(self._cache._is_complete_cache_dir(cache_path) and self._cache._verify_cache_dir_integrity(cache_path))
+
+
 class CacheTier(Protocol):
     """A cache behind tilelang's local disk cache.  Methods must not raise for a miss."""
 
-    def fetch(self, key: str, cache_path: str) -> bool:
+    def fetch(self, key: str, cache_path: str, context: TierContext) -> bool:
         """On a local miss: install the entry of ``key`` at ``cache_path`` (atomically); ``True`` if it did."""
         ...
 
-    def publish(self, key: str, cache_path: str) -> None:
+    def publish(self, key: str, cache_path: str, context: TierContext) -> None:
         """After tilelang saved the entry of ``key`` at ``cache_path``: offer it to this tier."""
         ...
 
@@ -126,16 +163,30 @@ def tiers() -> tuple[CacheTier, ...]:
     return tuple(_tiers)
 
 
+def local_cache_dir() -> str:
+    """The directory holding tilelang's kernel-cache entries (one sub-directory per key)."""
+    from tilelang.cache.kernel_cache import KernelCache
+
+    return str(KernelCache._get_cache_root())
+
+
 def wrap_load_kernel_from_disk(registry: Registry, original: Callable[..., Any]) -> Callable[..., Any]:
+    # The remote tier (tilecore.remote) is always registered; it is a no-op unless a URL is configured.
+    from tilecore.remote.tier_adapter import RemoteCacheTier
+
+    add_tier(RemoteCacheTier())
+
     @functools.wraps(original)
     def load_kernel_from_disk(self: Any, key: str, *args: Any, **kwargs: Any) -> Any:
         kernel = original(self, key, *args, **kwargs)
         if kernel is not None or not _tiers:
             return kernel
         cache_path = self._get_cache_path(key)
+        backend_context = kwargs.get("backend_context", args[0] if args else None)
+        context = TierContext(registry, self, getattr(backend_context, "target", None))
         for tier in tiers():
             try:
-                fetched = tier.fetch(key, cache_path)
+                fetched = tier.fetch(key, cache_path, context)
             except Exception as err:  # a tier failure is a miss, never a failed compile
                 logger.warning("tilecore: cache tier %r failed to fetch %s: %s", tier, key, err)
                 continue
@@ -153,9 +204,11 @@ def wrap_save_kernel_to_disk(registry: Registry, original: Callable[..., Any]) -
         if _tiers:
             cache_path = self._get_cache_path(key)
             if os.path.isdir(cache_path):
+                kernel = kwargs.get("kernel", args[0] if args else None)
+                context = TierContext(registry, self, getattr(kernel, "target", None))
                 for tier in tiers():
                     try:
-                        tier.publish(key, cache_path)
+                        tier.publish(key, cache_path, context)
                     except Exception as err:
                         logger.warning("tilecore: cache tier %r failed to publish %s: %s", tier, key, err)
         return result

@@ -86,7 +86,8 @@ def bind_kernel_params_in_declared_order(mod: Any) -> Any:
 
         def record(node: Any, values: dict[Any, Any] = values) -> None:
             if isinstance(node, (getattr(tirx, "Bind", ()), getattr(tirx, "LetStmt", ()))):
-                values[node.var] = node.value
+                bound: Any = node  # tvm is untyped; the isinstance above would narrow it to object
+                values[bound.var] = bound.value
 
         tirx.stmt_functor.post_order_visit(host.body, record)
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 TVM_KEY = "tilecore"
 #: Name under which the normalizer and detector are registered with tilelang.
 REGISTRY_NAME = "tilecore"
+NORMALIZER_TABLE = "tilelang.backend.target:_TARGET_NORMALIZERS"
 
 
 def builtin_kinds() -> tuple[str, ...]:
@@ -124,9 +125,22 @@ def detector(registry: Registry) -> Callable[[], Target | None]:
 
 
 def register_normalizer(registry: Registry, _original: object = None) -> None:
+    """Register tilecore's normalizer *first*: a declared target written as a dict
+    (``{"kind": k}``) must get its backend's checks exactly as the string ``"k"`` does,
+    instead of being taken by upstream's normalizer for the same kind (which fills
+    defaults silently).  The normalizer returns ``None`` for anything tilecore does not
+    declare, so upstream's own kinds are unaffected."""
     from tilelang.backend import register_target_normalizer
 
+    from tilecore._bridge import gate
+
     register_target_normalizer(REGISTRY_NAME, normalizer(registry), override=True)
+    table = gate.resolve(NORMALIZER_TABLE)  # the seam's recorded table (seams.py), gated like the rest
+    ours = table.pop(REGISTRY_NAME)
+    rest = dict(table)
+    table.clear()
+    table[REGISTRY_NAME] = ours
+    table.update(rest)
 
 
 def register_detector(registry: Registry, _original: object = None) -> None:

@@ -23,7 +23,7 @@ from tilelang_cuda import target as cuda_target
 if TYPE_CHECKING:
     import torch
 
-tilecore_api_version = "1.0"
+tilecore_api_version = "1.1"  # 1.1: tilecore_doctor_target
 
 
 def _who(resolved: ResolvedTarget) -> str:
@@ -46,6 +46,11 @@ def tilecore_setup(target: ResolvedTarget) -> Toolchain:
         notes.append(variant)
     notes.append("execution backends: " + ", ".join(b.describe() for b in setup.execution_backends(arch)))
     return dataclasses.replace(toolchain, notes=tuple(notes))
+
+
+@hookimpl
+def tilecore_doctor_target(spec: Any) -> str:
+    return cuda_target.doctor_target()
 
 
 def _require_gpu(resolved: ResolvedTarget, action: str) -> None:

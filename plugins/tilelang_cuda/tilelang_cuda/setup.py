@@ -100,6 +100,25 @@ def nvcc_version(nvcc: Path, who: str) -> str:
     return match.group(1)
 
 
+def supported_archs(nvcc: Path) -> set[str]:
+    """``sm_XX`` numbers ``nvcc --list-gpu-arch`` accepts (empty when it cannot say)."""
+    try:
+        result = subprocess.run([str(nvcc), "--list-gpu-arch"], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return set()
+    return {f"sm_{n}" for n in re.findall(r"compute_(\d+)", result.stdout, flags=re.ASCII)}
+
+
+def arch_to_check(candidates: tuple[str, ...]) -> str:
+    """The arch ``tilecore doctor`` checks the toolchain with when no GPU tells it one: the newest
+    of ``candidates`` the nvcc found here supports (the newest candidate when there is no nvcc,
+    so setup still runs and says what is missing)."""
+    located = locate_nvcc()
+    supported = supported_archs(located.path) if located is not None else set()
+    usable = [arch for arch in candidates if arch.rstrip("af") in supported]
+    return (usable or list(candidates))[-1]
+
+
 def find_nvcc(who: str) -> Toolchain:
     """The nvcc upstream compiles with, its version and how it was found.
 

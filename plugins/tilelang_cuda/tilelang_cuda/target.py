@@ -110,6 +110,12 @@ def tvm_attrs(options: Mapping[str, str]) -> dict[str, str]:
     return {"arch": options["arch"]}
 
 
+def doctor_target() -> str:
+    """The explicit target ``tilecore doctor`` checks when no arch can be detected (no GPU):
+    the newest common arch the installed nvcc supports, e.g. ``"cuda:sm_90a"``."""
+    return f"{NAME}:{setup.arch_to_check(ARCH_EXAMPLES)}"
+
+
 TARGET = TargetSpec(
     name=NAME,
     description="NVIDIA GPUs through upstream TileLang's CUDA backend (tilelang-cuda)",
@@ -118,4 +124,7 @@ TARGET = TargetSpec(
     probe=probe,
     priority=100,
     upstream=Upstream(UPSTREAM_KIND, attrs=tvm_attrs),
+    # "cuda" is also tilelang's own kind: this backend takes it over on purpose (same compiler,
+    # plus arch validation, setup and profiling), and lists it in its tilecore.targets metadata.
+    replaces_builtin=True,
 )

@@ -19,12 +19,17 @@ from tilelang_hip import __version__, runtime, setup, target
 if TYPE_CHECKING:
     import torch
 
-tilecore_api_version = "1.0"
+tilecore_api_version = "1.1"  # 1.1: tilecore_doctor_target
 
 
 @hookimpl
 def tilecore_declare_targets() -> list[TargetSpec]:
     return [target.TARGET]
+
+
+@hookimpl
+def tilecore_doctor_target(spec: Any) -> str:
+    return target.doctor_target()
 
 
 @hookimpl
