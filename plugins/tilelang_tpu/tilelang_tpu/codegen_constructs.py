@@ -65,10 +65,11 @@ CONSTRUCTS: tuple[Construct, ...] = (
     ),
     Construct("`T.serial` loops, `if`, scalar bindings", "C `for`, `if`, `int`/`float` locals", "codegen_emit"),
     Construct(
-        "scalar kernel parameters (`n: T.int32`)",
-        "refused: the tpu target bakes shapes in; capture the value as a Python constant",
+        "scalar kernel parameters (`alpha: T.float32`, `n: T.int32`), passed as Python numbers, in any order, used or not",
+        "by-value `float arg_i` / `int arg_i` entry parameters in their declared slot (`abi.SCALAR_TYPES`; the runtime "
+        "packs them into ppl-compile's argument struct with C alignment); usable wherever an index or a scalar operand is "
+        "(values, masks, loop bounds). Other scalar types and scalars on bm1684x are refused by name",
         "codegen_emit",
-        REFUSED,
     ),
     Construct("symbolic shapes (`T.symbolic`, `T.dynamic`)", "refused: static shapes only", "codegen_emit", REFUSED),
     # ------------------------------------------------------------------ copy

@@ -92,10 +92,11 @@ class Emitter:
     # ------------------------------------------------------------------ entry
 
     def params(self) -> list[tuple[str, str]]:
-        """(PPL dtype, pointer name) of each entry parameter, declaring the global tensors.
+        """(C type, name) of each entry parameter, declaring the global tensors.
 
-        One pointer per tensor the user declared, in declared order, unused ones
-        included (:func:`tilelang_tpu.abi.bind_pointers`, the binding rule).
+        One pointer (``fp32 *``) per tensor the user declared and one by-value ``float``
+        or ``int`` per scalar, in declared order, unused ones included
+        (:func:`tilelang_tpu.abi.bind_pointers`, the binding rule).
         """
         from tvm import tirx
 
@@ -112,12 +113,17 @@ class Emitter:
             slots = abi.bind_pointers(list(attrs[abi.DECLARED_PARAMS_ATTR]), list(self.func.params))
         except abi.AbiError as err:
             raise self.fail(
-                f"{err}; the tpu target bakes shapes in and takes tensor parameters only",
+                str(err),
                 self.func,
-                "pass the value as a Python constant captured by the kernel instead",
+                "declare scalar parameters as T.float32 or T.int32 (or capture the value as a Python constant)",
             ) from None
         out = []
         for slot in slots:
+            if isinstance(slot, abi.ScalarSlot):
+                self.ids.reserve(slot.name)
+                self.ids.of_var[slot.var] = slot.name
+                out.append((slot.ctype + " ", slot.name))
+                continue
             buf = slot.buffer
             dtype = str(buf.dtype)
             if dtype not in DTYPES:
@@ -125,7 +131,7 @@ class Emitter:
                     f"tensor {buf.name} has dtype {dtype}, which PPL does not support", self.func, f"use one of {', '.join(DTYPES)}"
                 )
             self.ids.reserve(slot.name)
-            out.append((DTYPES[dtype], slot.name))
+            out.append((DTYPES[dtype] + " *", slot.name))
             if not slot.used:
                 continue
             shape = tuple(int(s) if isinstance(s, tirx.IntImm) else -1 for s in buf.shape)

@@ -236,9 +236,10 @@ class Bm1690Adapter:
         self._runtime = Tpuv7Runtime.get(toolchain, self._where)
         self._module = self._runtime.load(library, self._where)
         self._symbol = abi.launch_symbol(kernel.name)
+        self._types = abi.slot_ctypes([(p.dtype, not p.shape) for p in kernel.params])
 
-    def __call__(self, *tensors: torch.Tensor) -> None:
-        self._runtime.run(self._module, self._symbol, tensors, self._where)
+    def __call__(self, *tensors: torch.Tensor | int | float) -> None:
+        self._runtime.run(self._module, self._symbol, tensors, self._where, self._types)
 
 
 class _Worker:

@@ -108,14 +108,17 @@ class Tpuv7Runtime:
                 self._modules[key] = module
             return module
 
-    def run(self, module: int, symbol: str, tensors: Sequence[torch.Tensor], where: str) -> None:
-        """Launch ``symbol`` of ``module`` on host ``tensors``.
+    def run(self, module: int, symbol: str, tensors: Sequence[torch.Tensor | int | float], where: str, types: Sequence[type] | None = None) -> None:
+        """Launch ``symbol`` of ``module`` on host ``tensors`` (and scalars, passed by value
+        as ``types`` says: :func:`tilelang_tpu.abi.slot_ctypes`; all tensors when ``None``).
 
         Every tensor is copied in and back out: a kernel may read or write any
         parameter (an output it writes only partly keeps the caller's values
         elsewhere), and on the emulator the copies cost little next to the
         emulated execution.
         """
+        scalars = {i: v for i, v in enumerate(tensors) if not isinstance(v, torch.Tensor)}
+        tensors = [t for t in tensors if isinstance(t, torch.Tensor)]
         sizes = [t.numel() * t.element_size() for t in tensors]
         with self._lock:
             pointers: list[ctypes.c_void_p] = []
@@ -127,7 +130,9 @@ class Tpuv7Runtime:
                 for tensor, pointer, size in zip(tensors, pointers, sizes, strict=True):
                     if size:
                         self._check(self._rt.tpuRtMemcpyS2D(pointer, tensor.data_ptr(), size), "tpuRtMemcpyS2D", where)
-                args = (abi.ENTRY_ARG_CTYPE * max(len(pointers), 1))(*(p.value or 0 for p in pointers))
+                addresses = iter(p.value or 0 for p in pointers)
+                values = [scalars[i] if i in scalars else next(addresses) for i in range(len(pointers) + len(scalars))]
+                args = abi.entry_arguments(values, types or [abi.ENTRY_ARG_CTYPE] * len(values))
                 self._check(
                     self._rt.tpuRtKernelLaunch(module, symbol.encode(), ctypes.byref(args), ctypes.sizeof(args), 1, 1, self._stream),
                     f"tpuRtKernelLaunch({symbol})",
