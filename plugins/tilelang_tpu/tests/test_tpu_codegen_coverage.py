@@ -97,3 +97,78 @@ def test_entry_arguments_use_c_layout() -> None:
     assert (args.a0, args.a1, args.a2, args.a3) == (0x1000, 2.5, -3, 0x2000)
     with pytest.raises(TypeError, match="float32 or int32"):
         abi.slot_ctypes([(torch.float64, True)])
+
+
+# ---------------------------------------------------------------------------- reductions along dim 0, of 1-D tiles
+
+
+def _column_reduce(M: int, N: int, BN: int, dtype: str) -> Any:
+    @T.prim_func
+    def column_reduce(
+        X: T.Tensor((M, N), dtype),
+        Total: T.Tensor((T.ceildiv(N, BN),), dtype),
+        ColMax: T.Tensor((N,), dtype),
+        Unused: T.Tensor((N,), dtype),
+        ColSum: T.Tensor((N,), dtype),
+        ColMin: T.Tensor((N,), dtype),
+    ):
+        with T.Kernel(T.ceildiv(N, BN), threads=1) as bx:
+            x = T.alloc_shared((M, BN), dtype)
+            s = T.alloc_fragment((BN,), dtype)
+            mx = T.alloc_fragment((BN,), dtype)
+            mn = T.alloc_fragment((BN,), dtype)
+            tot = T.alloc_fragment((1,), dtype)
+            T.copy(X[0, bx * BN], x)
+            T.reduce_sum(x, s, dim=0)
+            T.reduce_max(x, mx, dim=0)
+            T.reduce_min(x, mn, dim=0)
+            T.reduce_sum(s, tot, dim=0)  # a 1-D tile: the sum of the block's columns
+            T.copy(s, ColSum[bx * BN])
+            T.copy(mx, ColMax[bx * BN])
+            T.copy(mn, ColMin[bx * BN])
+            T.copy(tot, Total[bx])
+
+    return column_reduce
+
+
+@pytest.mark.usefixtures("toolchain")
+@pytest.mark.parametrize(("dtype", "M", "atol"), [("float32", 96, 1e-4), ("float16", 65, 0.05), ("bfloat16", 1, 0.0)])
+def test_reduce_along_dim0_and_1d(dtype: str, M: int, atol: float) -> None:
+    """Column sum/max/min of an [M, 128] tile (the lanes reduced) and the sum of a 1-D tile,
+    200 columns in blocks of 128 (the last block overhangs)."""
+    N, BN = 200, 128
+    kernel = tilelang.compile(_column_reduce(M, N, BN, dtype), target="tpu")
+    tdt = DTYPES[dtype]
+    x = torch.randn(M, N).to(tdt)
+    x0 = x.clone()
+    total, colmax, unused, colsum, colmin = (torch.zeros(n, dtype=tdt) for n in (2, N, N, N, N))
+    kernel(x, total, colmax, unused, colsum, colmin)
+    _untouched([x], [x0])
+    xf = x.float()
+    torch.testing.assert_close(colmax, xf.amax(0).to(tdt), rtol=0, atol=0)
+    torch.testing.assert_close(colmin, xf.amin(0).to(tdt), rtol=0, atol=0)
+    torch.testing.assert_close(colsum.float(), xf.sum(0), rtol=0, atol=atol)
+    # The 1-D sum accumulates in the tile's dtype: its error bound is relative to sum |x|.
+    parts = (colsum[:BN].float(), colsum[BN:].float())
+    bound = 2 * torch.finfo(tdt).eps * max(float(p.abs().sum()) for p in parts)
+    torch.testing.assert_close(total.float(), torch.stack([p.sum() for p in parts]), rtol=0, atol=bound)
+    assert not unused.any()
+
+
+def _int_reduce() -> Any:
+    @T.prim_func
+    def int_reduce(X: T.Tensor((64, 64), "int32"), Y: T.Tensor((64,), "int32")):
+        with T.Kernel(1, threads=1) as _:
+            x = T.alloc_fragment((64, 64), "int32")
+            y = T.alloc_fragment((64,), "int32")
+            T.copy(X, x)
+            T.reduce_sum(x, y, dim=1)
+            T.copy(y, Y)
+
+    return int_reduce
+
+
+def test_int32_reduction_is_refused_with_a_fix() -> None:
+    device, target = _device_module(_int_reduce())
+    with pytest.raises(codegen.TpuCodegenError, match=r"T.reduce_sum of int32 data[\s\S]*fix: .*float32 tile"):
+        codegen.generate(device, target, "bm1690")

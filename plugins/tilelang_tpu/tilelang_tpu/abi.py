@@ -50,16 +50,16 @@ __all__ = [
     "ENTRY_ARG_CTYPE",
     "KERNEL_NAME_ATTR",
     "PPL_DTYPES",
-    "AbiError",
     "SCALAR_TYPES",
+    "AbiError",
     "PointerSlot",
     "ScalarSlot",
     "bind_pointers",
     "entry_arguments",
-    "slot_ctypes",
     "entry_name",
     "launch_symbol",
     "ppl_dtype",
+    "slot_ctypes",
 ]
 
 #: Suffix the fork appends to kernel function names.

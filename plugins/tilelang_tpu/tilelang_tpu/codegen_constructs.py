@@ -154,7 +154,7 @@ CONSTRUCTS: tuple[Construct, ...] = (
     ),
     # ------------------------------------------------------------------ reductions
     Construct(
-        "`T.reduce_max/min/sum/abssum/absmax(x, y, dim=-1)` on a 2-D tile",
+        "`T.reduce_max/min/sum/abssum/absmax(x, y, dim=-1)` on a 2-D tile (fp32/fp16/bf16)",
         "`quick_pooling` (pads each row's tail to whole EUs with the identity, then two pooling passes). `min` is "
         "computed as `-max(-x)`; `abs*` reduce `tiu::fabs(x)`; `clear=False` combines with `tiu::fadd/fmax/fmin`",
         "codegen_reduce",
@@ -162,8 +162,14 @@ CONSTRUCTS: tuple[Construct, ...] = (
         handler="emit_reduce",
     ),
     Construct(
-        "reductions along dim 0, of 1-D tiles, or of integer tiles",
-        "refused: reduce along the last axis of a 2-D float tile",
+        "`T.reduce_*(x, y, dim=0)` of a 2-D tile (column reductions) or of a 1-D tile",
+        "the lanes axis is moved to `W` first: `tiu::transpose_cw` (into a `TPU_ROW_ALIGN` scratch, then `tiu::move`) "
+        "when `C >= W`, `tiu::transpose_wc` otherwise; then `quick_pooling` as above. The result is a 1-D tile (`[1]` for a 1-D source)",
+        "codegen_reduce",
+    ),
+    Construct(
+        "reductions of integer tiles; along a middle axis of a 3-D/4-D tile",
+        "refused: the TPU pools floats only (an int32 sum through fp32 would round beyond 2^24); `T.copy` to a float32 tile",
         "codegen_reduce",
         REFUSED,
     ),
