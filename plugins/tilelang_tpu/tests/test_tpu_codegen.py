@@ -283,7 +283,6 @@ def _oversized_region(M: int = 130, BM: int = 64) -> Any:
     [
         (_scalar_store, "scalar store to a", "a[i, 0] = T.float32(1.0)"),
         (_global_read_in_parallel, "read of global tensor A inside T.Parallel", "T.parallel"),
-        (_transpose_a, "T.gemm with transpose_A=True", "T.gemm("),
         (_cumsum, "T.cumsum", "T.cumsum("),
         (_oversized_region, "T.copy region of extent 64 along dimension 1 of X", "T.copy("),
     ],

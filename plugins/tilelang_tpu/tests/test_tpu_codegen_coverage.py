@@ -172,3 +172,45 @@ def test_int32_reduction_is_refused_with_a_fix() -> None:
     device, target = _device_module(_int_reduce())
     with pytest.raises(codegen.TpuCodegenError, match=r"T.reduce_sum of int32 data[\s\S]*fix: .*float32 tile"):
         codegen.generate(device, target, "bm1690")
+
+
+# ---------------------------------------------------------------------------- T.gemm(transpose_A=True)
+
+
+def _gemm_transpose_a(M: int, N: int, K: int, BM: int, BN: int, BK: int, dtype: str, transpose_b: bool) -> Any:
+    b_shape, b_tile = ((N, K), (BN, BK)) if transpose_b else ((K, N), (BK, BN))
+
+    @T.prim_func
+    def gemm_ta(B: T.Tensor(b_shape, dtype), A: T.Tensor((K, M), dtype), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, BN), T.ceildiv(M, BM), threads=1) as (bx, by):
+            a = T.alloc_shared((BK, BM), dtype)
+            b = T.alloc_shared(b_tile, dtype)
+            c = T.alloc_fragment((BM, BN), "float32")
+            T.clear(c)
+            for k in T.Pipelined(T.ceildiv(K, BK), num_stages=2):
+                T.copy(A[k * BK, by * BM], a)
+                if transpose_b:
+                    T.copy(B[bx * BN, k * BK], b)
+                else:
+                    T.copy(B[k * BK, bx * BN], b)
+                T.gemm(a, b, c, transpose_A=True, transpose_B=transpose_b)
+            T.copy(c, C[by * BM, bx * BN])
+
+    return gemm_ta
+
+
+@pytest.mark.usefixtures("toolchain")
+@pytest.mark.parametrize(("dtype", "transpose_b"), [("float16", False), ("bfloat16", True)])
+def test_gemm_transpose_a(dtype: str, transpose_b: bool) -> None:
+    """A stored [K, M]; M, K do not divide the tiles (the overhang is zero-filled)."""
+    M, N, K = 100, 96, 150
+    kernel = tilelang.compile(_gemm_transpose_a(M, N, K, 64, 48, 64, dtype, transpose_b), target="tpu", out_idx=[-1])
+    tdt = DTYPES[dtype]
+    a = torch.randn(K, M).to(tdt)
+    b = (torch.randn(N, K) if transpose_b else torch.randn(K, N)).to(tdt)
+    a0, b0 = a.clone(), b.clone()
+    c = kernel(b, a)
+    expected = a.float().T @ (b.float().T if transpose_b else b.float())
+    # fp32 accumulation of exactly representable products: only summation order differs.
+    assert float((c - expected).abs().max() / expected.abs().max()) < 1e-5
+    _untouched([a, b], [a0, b0])

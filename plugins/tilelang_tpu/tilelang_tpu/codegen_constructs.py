@@ -188,8 +188,14 @@ CONSTRUCTS: tuple[Construct, ...] = (
     ),
     Construct("`T.gemm(..., clear_accum=True)`", "`accumulate = false`", "codegen_gemm"),
     Construct(
-        "`T.gemm(transpose_A=True)`; fp32 `T.gemm` with a transpose",
-        "refused: store A as `[M, K]`; use fp16/bf16 operands for a transposed B",
+        "`T.gemm(transpose_A=True)` (A a `[K, M]` tile) with fp16/bf16 operands, with or without `transpose_B`",
+        "A is transposed into a scratch `[M, K]` tile (`tiu::transpose_cw`/`transpose_wc`, as for dim-0 reductions), then "
+        "`tiu::fmm2_nn`/`fmm2_nt`",
+        "codegen_gemm",
+    ),
+    Construct(
+        "fp32 `T.gemm` with a transpose",
+        "refused: the fp32 unit's operands keep whole rows in one lane; store the operands untransposed or use fp16/bf16 inputs",
         "codegen_gemm",
         REFUSED,
     ),

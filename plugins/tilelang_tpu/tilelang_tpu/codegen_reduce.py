@@ -16,7 +16,7 @@ from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES, REDUCE_ALIGN
 if TYPE_CHECKING:
     from tilelang_tpu.codegen_emit import Emitter
 
-__all__ = ['emit_reduce']
+__all__ = ['emit_lane_transpose', 'emit_reduce']
 
 
 # Reduce kinds -> (quick_pooling mode, identity used to pad a row, negate around it, abs first)
@@ -27,6 +27,27 @@ _REDUCE = {
     "abssum": (1, "0", False, True),
     "absmax": (0, "-inf", False, True),
 }
+
+
+def emit_lane_transpose(em: Emitter, src: str, ty: str, c: int, w: int, block: str, real: str) -> str:
+    """Emit a TPU_ALIGN tile (allocated as ``block``, viewed as ``real`` = ``[1, w, 1, c]``)
+    holding ``src`` (``[1, c, 1, w]``) with ``C`` and ``W`` swapped; returns its name.
+
+    PPL: ``transpose_cw`` when ``C >= W``, ``transpose_wc`` otherwise (both swap C and W;
+    checked on the emulator).  ``transpose_cw`` must write a ``TPU_ROW_ALIGN`` tensor,
+    which is then moved into a ``TPU_ALIGN`` one (what pooling and matmul read).
+    """
+    out = em.fresh("tr")
+    if c >= w:
+        staged = em.fresh("trrow")
+        em.emit(f"auto {staged} = make_tensor<{ty}>({block}, {real}, TPU_ROW_ALIGN);")
+        em.emit(f"tiu::transpose_cw({staged}, {src});")
+        em.emit(f"auto {out} = make_tensor<{ty}>({block}, {real});")
+        em.emit(f"tiu::move({out}, {staged});")
+    else:
+        em.emit(f"auto {out} = make_tensor<{ty}>({block}, {real});")
+        em.emit(f"tiu::transpose_wc({out}, {src});")
+    return out
 
 
 def emit_reduce(em: Emitter, call: Any) -> None:
@@ -82,20 +103,7 @@ def emit_reduce(em: Emitter, call: Any) -> None:
     real = em.dim4var(pooled_shape, "rreal")
     source = st.name
     if across_lanes:
-        # PPL: transpose_cw when C > W, transpose_wc when W > C (both swap C and W).  transpose_cw
-        # writes a TPU_ROW_ALIGN tensor, copied to the TPU_ALIGN one quick_pooling reads.
-        transposed = em.fresh("rtr")
-        ty = DTYPES[st.dtype]
-        if int(st.shape4[1]) >= int(st.shape4[3]):
-            staged = em.fresh("rrow")
-            em.emit(f"auto {staged} = make_tensor<{ty}>({blk}, {real}, TPU_ROW_ALIGN);")
-            em.emit(f"tiu::transpose_cw({staged}, {st.name});")
-            em.emit(f"auto {transposed} = make_tensor<{ty}>({blk}, {real});")
-            em.emit(f"tiu::move({transposed}, {staged});")
-        else:
-            em.emit(f"auto {transposed} = make_tensor<{ty}>({blk}, {real});")
-            em.emit(f"tiu::transpose_wc({transposed}, {st.name});")
-        source = transposed
+        source = emit_lane_transpose(em, st.name, DTYPES[st.dtype], int(st.shape4[1]), int(st.shape4[3]), blk, real)
     if negate or absolute:
         # min = -max(-x); abs* pool |x|.  Work on a scratch copy: the source tile stays intact.
         scratch = source if across_lanes else em.fresh("rsrc")
