@@ -214,3 +214,44 @@ def test_gemm_transpose_a(dtype: str, transpose_b: bool) -> None:
     # fp32 accumulation of exactly representable products: only summation order differs.
     assert float((c - expected).abs().max() / expected.abs().max()) < 1e-5
     _untouched([a, b], [a0, b0])
+
+
+# ---------------------------------------------------------------------------- split-K GEMM with T.atomic_add
+
+
+def _gemm_splitk(M: int, N: int, K: int, BM: int, BN: int, BK: int, split: int, dtype: str) -> Any:
+    """Upstream's examples/gemm_splitk: each split accumulates its partial product into C."""
+
+    @T.prim_func
+    def gemm_splitk(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, BN), T.ceildiv(M, BM), split, threads=1) as (bx, by, bz):
+            a = T.alloc_shared((BM, BK), dtype)
+            b = T.alloc_shared((BK, BN), dtype)
+            c = T.alloc_fragment((BM, BN), "float32")
+            T.clear(c)
+            SK = T.ceildiv(K, split)
+            for ko in T.Pipelined(T.ceildiv(SK, BK), num_stages=2):
+                T.copy(A[by * BM, bz * SK + ko * BK], a)
+                T.copy(B[bz * SK + ko * BK, bx * BN], b)
+                T.gemm(a, b, c)
+            T.atomic_add(C[by * BM, bx * BN], c)
+
+    return gemm_splitk
+
+
+@pytest.mark.usefixtures("toolchain")
+@pytest.mark.parametrize(("dtype", "split", "K"), [("float16", 2, 512), ("float32", 4, 256)])
+def test_gemm_splitk_atomic_add(dtype: str, split: int, K: int) -> None:
+    """C += A @ B over `split` K-slices (fp32: one K tile per split, a single-trip pipelined loop);
+    M and N do not divide the tiles; C starts non-zero."""
+    M, N = 100, 90
+    kernel = tilelang.compile(_gemm_splitk(M, N, K, 64, 48, 64, split, dtype), target="tpu")
+    tdt = DTYPES[dtype]
+    a, b = torch.randn(M, K).to(tdt), torch.randn(K, N).to(tdt)
+    a0, b0 = a.clone(), b.clone()
+    c = torch.randn(M, N)
+    expected = c + a.float() @ b.float()
+    kernel(a, b, c)
+    assert float((c - expected).abs().max() / expected.abs().max()) < 1e-5
+    _untouched([a, b], [a0, b0])
+

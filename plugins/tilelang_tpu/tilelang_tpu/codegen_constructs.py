@@ -60,7 +60,8 @@ CONSTRUCTS: tuple[Construct, ...] = (
     Construct(
         "`T.Pipelined(n, num_stages=s)`",
         "a `for` loop starting with `ppl::enable_pipeline()`: ppl-compile overlaps the next iteration's DMA with this "
-        "iteration's compute and keeps the data dependences. The results are those of sequential execution",
+        "iteration's compute and keeps the data dependences. The results are those of sequential execution. A loop of "
+        "one trip is not pipelined (nothing to overlap; ppl-compile 1.30.2 crashes on some)",
         "codegen_emit",
     ),
     Construct("`T.serial` loops, `if`, scalar bindings", "C `for`, `if`, `int`/`float` locals", "codegen_emit"),
@@ -199,8 +200,19 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "codegen_gemm",
         REFUSED,
     ),
+    # ------------------------------------------------------------------ atomic add
     Construct(
-        "other tile ops (`T.cumsum`, `T.atomic_add`, ...)",
+        "`T.atomic_add(C[by * BM, bx * BN], c_tile)` (tile region; split-K GEMM)",
+        "the grid runs on one core, block after block, so a read-modify-write is atomic: `dma::load` the region (clipped "
+        "like `T.copy`) into a scratch tile, `tiu::fadd` the tile, `dma::store` it back. Tile and tensor of the same "
+        "float dtype; the clipped read needs no zero fill (the overhang is never stored). Element-wise `T.atomic_add` in "
+        "`T.Parallel` is refused by name",
+        "codegen_atomic",
+        tile_op="tl.tileop.atomicadd",
+        handler="emit_atomic_add",
+    ),
+    Construct(
+        "other tile ops (`T.cumsum`, ...)",
         "refused, naming the op",
         "codegen_emit",
         REFUSED,
@@ -220,7 +232,7 @@ def tile_op_handlers() -> dict[str, Callable[[Any, Any], None]]:
 
 def supported_tile_ops_hint() -> str:
     """The fix line of an unknown tile op's error: the tile ops the table supports."""
-    spelled = {"copy": "T.copy", "fill": "T.fill/T.clear", "reduce": "T.reduce_{max,min,sum,abssum,absmax}", "gemm": "T.gemm"}
+    spelled = {"atomicadd": "T.atomic_add", "copy": "T.copy", "fill": "T.fill/T.clear", "reduce": "T.reduce_{max,min,sum,abssum,absmax}", "gemm": "T.gemm"}
     ops = [c.tile_op.removeprefix("tl.tileop.") for c in CONSTRUCTS if c.tile_op]
     return "supported tile ops on tpu: " + ", ".join(spelled.get(op, f"T.{op}") for op in ops) + ", T.Parallel element-wise loops"
 

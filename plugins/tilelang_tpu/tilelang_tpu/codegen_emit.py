@@ -180,7 +180,7 @@ class Emitter:
         out: set[tuple[Any, str]] = set()
 
         def visit(node: Any) -> None:
-            if isinstance(node, tirx.Call) and op_name(node) == "tl.tileop.copy":
+            if isinstance(node, tirx.Call) and op_name(node) in ("tl.tileop.copy", "tl.tileop.atomicadd"):
                 src, dst = region(node.args[0])[0], region(node.args[1])[0]
                 for g, t in ((src, dst), (dst, src)):
                     if g.data in self.globals_ and self.plan.layouts.get(t.data, "lanes") != "lanes":
@@ -316,7 +316,8 @@ class Emitter:
         hi = self.expr(loop.min + loop.extent) if not is_zero(loop.min) else self.expr(loop.extent)
         self.analyzer.bind(loop.loop_var, min_extent_range(loop.min, loop.extent))
         self.emit(f"for (int {var} = {lo}; {var} < {hi}; ++{var}) {{")
-        if ("num_stages" in loop.annotations and int(loop.annotations["num_stages"]) > 1) or loop.same_as(self.plan.pipelined_grid):
+        single_trip = is_const(loop.extent) and int(loop.extent) == 1  # nothing to overlap; ppl-compile 1.30.2 may crash on it
+        if not single_trip and (("num_stages" in loop.annotations and int(loop.annotations["num_stages"]) > 1) or loop.same_as(self.plan.pipelined_grid)):
             # T.Pipelined, or the innermost T.Kernel grid loop (its iterations are independent
             # blocks): ppl-compile software-pipelines the loop body, overlapping the DMA of the
             # next iteration with the compute of this one (data dependences kept).
