@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 # CPU-only machines: a pinned CPU torch wheel; a bare `torch` requirement would pull GBs of CUDA packages.
 TORCH  ?= torch==2.13.0
 
-.PHONY: setup demo test lint clean
+.PHONY: setup demo test lint clean redis-server
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,7 +15,7 @@ $(BIN)/python:
 $(VENV)/.installed: $(BIN)/python pyproject.toml examples/democpu/pyproject.toml plugins/*/pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH)"
-	$(BIN)/pip install -q . ./examples/democpu ./plugins/tilelang_cuda ./plugins/tilelang_hip ./plugins/tilelang_tpu pytest ruff
+	$(BIN)/pip install -q ".[remote]" ./examples/democpu ./plugins/tilelang_cuda ./plugins/tilelang_hip ./plugins/tilelang_tpu pytest ruff
 	$(BIN)/tilelang-tpu toolchain install
 	touch $@
 
@@ -25,7 +25,14 @@ demo: setup
 	$(BIN)/tilecore list
 	$(BIN)/python examples/demo.py
 
-test: setup
+# The remote-cache tests start a real redis-server; install Debian's package when none is present
+# (CI runs as root).  Without one they are skipped with the reason.
+redis-server:
+	@command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; } || \
+	  echo "warning: redis-server could not be installed; tests/test_remote_cache.py will be skipped"
+
+test: setup redis-server
 	$(BIN)/pytest
 
 lint: setup

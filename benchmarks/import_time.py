@@ -1,5 +1,6 @@
-"""Cost of tilecore's activation: ``import tilelang`` with autoload on vs off, and the
-startup hook's cost in interpreters that never import tilelang.
+"""Cost of tilecore's activation: ``import tilelang`` with autoload on vs off, the
+startup hook's cost in interpreters that never import tilelang, and the cost of
+``import tilecore`` and the ``tilecore`` CLI, which import neither tilelang nor torch.
 
     python benchmarks/import_time.py [--runs 7]
 
@@ -36,6 +37,39 @@ def hook_cost_us(cwd: str) -> float:
     return float("nan")
 
 
+TILECORE = (
+    "import sys, time; t = time.perf_counter(); import tilecore; d = time.perf_counter() - t; "
+    "print(d, ','.join(m for m in ('tilelang', 'torch', 'tvm') if m in sys.modules) or '-')"
+)
+
+
+def wall(argv: list[str], cwd: str) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, capture_output=True, text=True, check=True, cwd=cwd)
+    return time.perf_counter() - start
+
+
+def tilecore_costs(runs: int, cwd: str) -> None:
+    """``import tilecore`` in-process time and which heavy modules it pulled in; CLI wall times."""
+    imports, heavy = [], set()
+    for _ in range(runs):
+        seconds, modules = run(f"-c\0{TILECORE}", True, cwd).stdout.split()
+        imports.append(float(seconds))
+        heavy.add(modules)
+    cli = [sys.executable, "-m", "tilecore.cli"]
+    timings = {
+        "python -c pass": [wall([sys.executable, "-c", "pass"], cwd) for _ in range(runs)],
+        "tilecore --help": [wall([*cli, "--help"], cwd) for _ in range(runs)],
+        "tilecore list": [wall([*cli, "list"], cwd) for _ in range(runs)],
+        "python -c 'import tilelang'": [wall([sys.executable, "-c", "import tilelang"], cwd) for _ in range(runs)],
+    }
+    print(f"import tilecore (in-process)  : median {statistics.median(imports) * 1e3:8.1f} ms  heavy modules imported: {', '.join(sorted(heavy))}")
+    base = statistics.median(timings["python -c pass"])
+    for name, values in timings.items():
+        median = statistics.median(values)
+        print(f"{name:<30}: median {median * 1e3:8.1f} ms  ({median / base:5.1f}x python -c pass)")
+
+
 ACTIVATE = "import tilelang, time; t = time.perf_counter(); import tilecore; print(time.perf_counter() - t)"
 
 
@@ -64,6 +98,8 @@ def main() -> None:
     print(f"python -c pass, hook active  : median {statistics.median(bare_on) * 1e3:8.1f} ms")
     print(f"python -c pass, hook disabled: median {statistics.median(bare_off) * 1e3:8.1f} ms")
     print(f"startup hook import (-X importtime, cumulative): median {statistics.median(hooks):.0f} us")
+    with tempfile.TemporaryDirectory(prefix="tilecore-bench-") as cwd:
+        tilecore_costs(args.runs, cwd)
 
 
 if __name__ == "__main__":

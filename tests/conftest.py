@@ -1,4 +1,4 @@
-"""Shared fixtures: isolated caches and real installed test distributions."""
+"""Shared fixtures: real installed test distributions (cache isolation: tilecore.testing, via the root conftest)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,6 @@ from pathlib import Path
 
 import pytest
 from tcsupport import FakeSite
-
-
-@pytest.fixture(autouse=True)
-def _isolated_caches(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every test gets its own tilelang and tilecore cache dirs (never the user's)."""
-    root = tmp_path_factory.mktemp("caches")
-    monkeypatch.setenv("TILELANG_CACHE_DIR", str(root / "tilelang"))
-    monkeypatch.setenv("TILECORE_CACHE_DIR", str(root / "tilecore"))
-
 
 
 @pytest.fixture

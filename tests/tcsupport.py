@@ -21,19 +21,40 @@ from pathlib import Path
 class FakeSite:
     root: Path
 
-    def add(self, dist: str, version: str, module: str, source: str, entry: str | None = None, api: str | None = "1.0") -> Path:
-        """Install distribution ``dist`` whose module ``module`` is the backend ``entry``."""
+    def add(
+        self,
+        dist: str,
+        version: str,
+        module: str,
+        source: str,
+        entry: str | None = None,
+        api: str | None = "1.0",
+        targets: tuple[str, ...] | None = None,
+    ) -> Path:
+        """Install distribution ``dist`` whose module ``module`` is the backend ``entry``.
+
+        ``targets`` are listed in the distribution's ``tilecore.targets`` metadata
+        (complete metadata); ``None`` writes none (a legacy backend).
+        """
         entry = entry or module
         package = self.root / module
         package.mkdir(parents=True)
         header = f'tilecore_api_version = "{api}"\n' if api is not None else ""
         (package / "__init__.py").write_text(header + textwrap.dedent(source))
+        self.add_metadata(dist, version, {entry: module}, targets={name: module for name in targets or ()})
+        return package
+
+    def add_metadata(self, dist: str, version: str, backends: dict[str, str], targets: dict[str, str] | None = None) -> Path:
+        """A ``*.dist-info`` only: ``backends`` (entry name -> value) and ``targets`` (target name -> value)."""
         info = self.root / f"{dist.replace('-', '_')}-{version}.dist-info"
         info.mkdir()
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
-        (info / "entry_points.txt").write_text(f"[tilecore.backends]\n{entry} = {module}\n")
+        text = "[tilecore.backends]\n" + "".join(f"{name} = {value}\n" for name, value in backends.items())
+        if targets:
+            text += "\n[tilecore.targets]\n" + "".join(f"{name} = {value}\n" for name, value in targets.items())
+        (info / "entry_points.txt").write_text(text)
         (info / "RECORD").write_text("")
-        return package
+        return info
 
     def env(self, **extra: str) -> dict[str, str]:
         env = dict(os.environ)

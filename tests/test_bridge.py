@@ -175,3 +175,23 @@ print("explicit", (k(x, y) - (x * 2 + y)).abs().max().item() < 1e-5)
 def test_startup_hook_does_not_import_tilelang(fake_site) -> None:
     out = check(fake_site.run("import sys; print(sorted(m for m in ('tilelang', 'tilecore', 'torch', '_tilecore_autoload') if m in sys.modules))"))
     assert out.strip() == "['_tilecore_autoload']"
+
+
+def test_import_tilecore_is_cheap_and_activates_on_the_next_import_tilelang(fake_site) -> None:
+    """``import tilecore`` imports neither tilelang nor torch, yet a later ``import tilelang``
+    activates it, also with the startup hook disabled."""
+    code = '''
+import sys
+import tilecore
+print("after-import-tilecore", sorted(m for m in ("tilelang", "torch", "tvm") if m in sys.modules))
+''' + ADD_KERNEL + '''
+from tilecore import _bridge
+print("active", _bridge.installed() is tilecore.get_registry())
+x, y = torch.randn(M, N), torch.randn(M, N)
+k = tilelang.compile(add, target="democpu", out_idx=[-1])
+print("ok", (k(x, y) - (x * 2 + y)).abs().max().item() < 1e-5)
+'''
+    for autoload_off in ("", "1"):
+        out = check(fake_site.run(code, TILECORE_DISABLE_PLUGIN_AUTOLOAD=autoload_off, TILECORE_PLUGINS="democpu"))
+        assert "after-import-tilecore []" in out, out
+        assert "active True" in out and "ok True" in out, out

@@ -143,7 +143,7 @@ def test_incompatible_api_major_is_refused(site) -> None:
         registry.resolve("futuret")
     assert isinstance(info.value.__cause__, IncompatibleBackendError)
     text = str(info.value)
-    assert "tilelang-future 9.0" in text and "API 2.0" in text and "API 1.0" in text
+    assert "tilelang-future 9.0" in text and "API 2.0" in text and "API 1.1" in text and "for API 1.x" in info.value.fix
 
 
 def test_missing_api_version_is_refused(site) -> None:
@@ -154,16 +154,36 @@ def test_missing_api_version_is_refused(site) -> None:
 
 
 def test_two_backends_claiming_a_target(site) -> None:
-    site.add("tilelang-alpha", "1.0", unique("alpha"), backend_source("dupt"), entry="dupt")
-    site.add("tilelang-beta", "2.0", unique("beta"), backend_source("betat", aliases=("dupt",)), entry="betat")
-    registry = make_registry()
-    registry.load_all()
+    """Both list the name in metadata: ambiguous before any import, in every process."""
+    site.add("tilelang-alpha", "1.0", unique("alpha"), backend_source("dupt"), entry="dupt", targets=("dupt",))
+    site.add("tilelang-beta", "2.0", unique("beta"), backend_source("betat", aliases=("dupt",)), entry="betat", targets=("betat", "dupt"))
+    fresh = make_registry()
     with pytest.raises(AmbiguousTargetError) as info:
-        registry.resolve("dupt")
+        fresh.resolve("dupt")
+    assert not any(b.state is State.LOADED for b in ours(fresh).values()), "decided from metadata, nothing imported"
     assert "tilelang-alpha 1.0" in str(info.value) and "tilelang-beta 2.0" in str(info.value)
     assert "TILECORE_PLUGINS=no:" in str(info.value)
+    loaded = make_registry()
+    loaded.load_all()
+    with pytest.raises(AmbiguousTargetError):
+        loaded.resolve("dupt")
     picked = make_registry(TILECORE_PLUGINS="no:betat")
     assert picked.resolve("dupt").distribution == "tilelang-alpha"
+
+
+def test_undeclared_alias_cannot_take_a_name_metadata_gives_to_another(site) -> None:
+    """A legacy backend declaring, at load time only, a name another distribution lists in metadata
+    is refused at load, so the owner is the same in a fresh process and after load_all."""
+    site.add("tilelang-alpha", "1.0", unique("alpha"), backend_source("dupt"), entry="dupt")
+    site.add("tilelang-beta", "2.0", unique("beta"), backend_source("betat", aliases=("dupt",)), entry="betat")
+    fresh = make_registry()
+    assert fresh.resolve("dupt").distribution == "tilelang-alpha"
+    loaded = make_registry()
+    loaded.load_all()
+    assert loaded.resolve("dupt").distribution == "tilelang-alpha"
+    beta = ours(loaded)["betat"]
+    assert beta.state is State.FAILED and isinstance(beta.error, PluginValidationError)
+    assert "'dupt'" in str(beta.error) and "tilelang-alpha" in str(beta.error) and beta.error.fix
 
 
 def test_same_entry_name_from_two_distributions_picked_by_distribution(site) -> None:
@@ -257,6 +277,7 @@ def test_targetless_wrapper_plugins_see_every_backend_call(site) -> None:
 
     tracer = ModuleType("tracer")
     tracer.tilecore_api_version = "1.0"
+    tracer.tilecore_role = "wrapper"
     tracer.tilecore_setup = tilecore_setup
     registry.register(tracer)
     registry.load_all()

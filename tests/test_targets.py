@@ -65,3 +65,89 @@ def test_malformed_specs_are_refused(kwargs: dict) -> None:
 
 def test_availability_is_truthy() -> None:
     assert Availability.yes("ok") and not Availability.no("because")
+
+
+# -- malformed input (issue 11 item 8) ---------------------------------------------------------
+
+import random  # noqa: E402
+
+from tilecore.errors import MalformedTargetError, TilecoreError  # noqa: E402
+from tilecore.targets import raw_options  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("tpu:bm1690,bm1684x", "two values without a name"),
+        ("tpu:chip=bm1690,chip=bm1684x", "option 'chip' twice"),
+        ("tpu:=bm1690", "no option name"),
+        ("cuda:sm_\u0669\u0660", "non-ASCII"),
+    ],
+)
+def test_malformed_strings(text: str, match: str) -> None:
+    with pytest.raises(MalformedTargetError, match=match):
+        split_target_string(text)
+
+
+def test_malformed_dicts() -> None:
+    with pytest.raises(MalformedTargetError, match="option key 1 of type int"):
+        raw_options({"kind": "tpu", 1: "x"})
+    with pytest.raises(MalformedTargetError, match="'kind' that is a string"):
+        target_kind({"kind": 7})
+    with pytest.raises(MalformedTargetError, match="must be a string"):
+        bind_options(SPEC, {"chip": 1690}, owner="d 1", passthrough=False)
+
+
+def test_patterns_are_ascii_only() -> None:
+    arch = TargetOption("arch", "sm arch", pattern=r"sm_\d+")
+    assert arch.accepts("sm_90") and not arch.accepts("sm_\u0669\u0660") and not arch.accepts("sm_\uff19\uff10")
+
+
+def test_default_that_its_option_refuses_is_reported() -> None:
+    bad = TargetSpec("x", "t", options=(TargetOption("chip", "c", choices=("a",), default=lambda: "zz"),))
+    with pytest.raises(TargetOptionError, match="bug in the backend"):
+        bind_options(bad, {}, owner="d 1", passthrough=False)
+
+
+ALPHABET = "abcz019_-:,=  \t\u0669\uff10\u00e9/{}'\"kindchiptpu"
+
+
+def random_target(rng: random.Random) -> object:
+    if rng.random() < 0.5:
+        return "".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 16)))
+    keys: list[object] = ["kind", "chip", "mode", "", "KIND", 1, None, 2.5, ("t",), "\u0669"]
+    values: list[object] = ["tpu", "sophgo", "bm1690", "bm1684x", "pcie", "", 7, None, ["x"], "\u0669", "cmodel"]
+    return {rng.choice(keys): rng.choice(values) for _ in range(rng.randint(0, 4))}
+
+
+def test_fuzz_parser_raises_only_tilecore_errors() -> None:
+    """10,000 seeded random strings and dicts: each resolves, is left to tilelang (None), or
+    raises a TilecoreError; never TypeError/KeyError/... from the parser or error rendering."""
+    from tilecore.discovery import PluginPolicy
+    from tilecore.registry import Registry
+
+    registry = Registry(PluginPolicy.from_env({"TILECORE_PLUGINS": "nothing-installed"}), builtin_kinds=lambda: ("c",))
+    from types import ModuleType
+
+    from tilecore import hookimpl
+
+    @hookimpl
+    def tilecore_declare_targets():
+        return [SPEC]
+
+    plugin = ModuleType("fuzzplugin")
+    plugin.tilecore_api_version = "1.0"
+    plugin.tilecore_declare_targets = tilecore_declare_targets
+    registry.register(plugin)
+    rng = random.Random(20261123)
+    outcomes = {"resolved": 0, "none": 0, "error": 0}
+    for _ in range(10_000):
+        target = random_target(rng)
+        try:
+            result = registry.resolve(target)  # type: ignore[arg-type]
+        except TilecoreError as err:
+            assert str(err), target
+            outcomes["error"] += 1
+            continue
+        outcomes["none" if result is None else "resolved"] += 1
+    assert all(outcomes.values()), outcomes

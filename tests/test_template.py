@@ -14,11 +14,14 @@ import pytest
 from tcsupport import FakeSite
 
 from tilecore import cli, template
+from tilecore._version import API_VERSION
 
 EXPECTED_FILES = {
     "README.md",
     "pyproject.toml",
+    "tests/conftest.py",
     "tests/test_mychip_conformance.py",
+    "tilelang_mychip/py.typed",
     *(f"tilelang_mychip/{m}.py" for m in ("__init__", "target", "setup", "lowering", "codegen", "runtime", "profiling", "plugin")),
 }
 
@@ -69,7 +72,14 @@ def test_rendered_files() -> None:
     plugin = files[Path("tilelang_mychip/plugin.py")]
     for hook in ("declare_targets", "setup", "lower", "codegen", "create_adapter", "supply_tensor", "bench"):
         assert f"def tilecore_{hook}(" in plugin, hook
-    assert 'tilecore_api_version = "1.0"' in plugin
+    assert f'tilecore_api_version = "{API_VERSION[0]}.{API_VERSION[1]}"' in plugin
+    # Every vendor inherits verified reuse of build products, fault handling, the core's
+    # host-compiler lookup and the shared cache-isolation fixture.
+    runtime = files[Path("tilelang_mychip/runtime.py")]
+    assert 'STORE = ArtifactStore("mychip", "kernels")' in runtime and "raise KernelFaultError(" in runtime
+    assert "ArtifactStore.repair_copy(Path(kernel.library_path), artifact)" in plugin
+    assert 'find_host_compiler("c++"' in files[Path("tilelang_mychip/setup.py")]
+    assert "from tilecore.testing import tilecore_isolated_caches" in files[Path("tests/conftest.py")]
 
 
 @pytest.mark.slow
@@ -129,3 +139,12 @@ def test_doc_minimal_backend(fake_site: FakeSite, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
     statuses = {c["case"]: c["status"] for c in json.loads(results.read_text())["cases"]}
     assert statuses == dict.fromkeys(("declaration", "setup_toolchain", "copy", "odd_shape", "disk_cache_second_process"), "passed")
+
+
+def test_placeholders_are_string_template() -> None:
+    fill = {"name": "mychip"}
+    assert template.Placeholders("target {{name}}: $HOME ${x} {}").substitute(fill) == "target mychip: $HOME ${x} {}"
+    with pytest.raises(KeyError):
+        template.Placeholders("{{nosuch}}").substitute(fill)
+    with pytest.raises(ValueError, match="Invalid placeholder"):
+        template.Placeholders("{{ name}}").substitute(fill)

@@ -1,10 +1,15 @@
 """tilecore: hardware backends for TileLang as installable plugins.
 
-Importing tilecore activates it: the plugin registry is connected to tilelang
-(imported if needed), so ``tilelang.compile(f, target="<name>")`` resolves
-targets declared by installed backends.  With the ``tilecore`` distribution
-installed, the same happens automatically on ``import tilelang`` unless
-``TILECORE_DISABLE_PLUGIN_AUTOLOAD=1``.
+Activation connects the plugin registry to tilelang, so
+``tilelang.compile(f, target="<name>")`` resolves targets declared by installed
+backends.  It happens right after ``import tilelang`` (the startup hook
+installed with the distribution, unless ``TILECORE_DISABLE_PLUGIN_AUTOLOAD=1``),
+or explicitly with :func:`activate`.
+
+``import tilecore`` itself is cheap: it imports neither tilelang nor torch.  It
+activates at once only if tilelang is already imported; otherwise it makes sure
+the next ``import tilelang`` activates (also under ``python -S`` or with
+autoload disabled, where no startup hook runs).
 
 Backend authors use :data:`hookimpl`, :class:`TargetSpec`, :class:`TargetOption`,
 :class:`Upstream`, :class:`Availability`, :class:`Toolchain` and the hook
@@ -14,6 +19,7 @@ contract in :mod:`tilecore.hookspecs`.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 
 from tilecore._version import API_VERSION, __version__
@@ -77,15 +83,17 @@ def get_registry() -> Registry:
     if _registry is None:
         with _registry_lock:
             if _registry is None:
-                _registry = Registry()
+                from tilecore._bridge import builtin_kinds
+
+                _registry = Registry(builtin_kinds=builtin_kinds)
     return _registry
 
 
 def activate() -> Registry:
-    """Connect the registry to tilelang.  Idempotent.
+    """Import tilelang and connect the registry to it.  Idempotent.
 
     Raises :class:`tilecore._bridge.BridgeError` if the installed tilelang is
-    not one the bridge supports.
+    not one the bridge supports (the message names the supported range).
     """
     import tilelang  # noqa: F401 - the bridge patches the imported package
 
@@ -144,4 +152,16 @@ def _autoload_activate() -> None:
         _logger.warning("tilecore could not activate (%s: %s); tilelang runs without plugins.", type(err).__name__, err)
 
 
-_autoload_activate()
+def _activate_with_tilelang() -> None:
+    """Activate now if tilelang is imported, else right after ``import tilelang``."""
+    if "tilelang" in sys.modules:
+        _autoload_activate()
+        return
+    try:
+        import _tilecore_autoload  # the startup hook module, installed next to the package
+    except ImportError:  # a source checkout without the installed hook: activation stays explicit
+        return
+    _tilecore_autoload.watch()
+
+
+_activate_with_tilelang()

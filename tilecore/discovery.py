@@ -4,6 +4,23 @@ Backends are entry points in the group ``tilecore.backends``; the entry
 point's name is the backend name.  Listing reads distribution metadata only;
 importing a backend is the registry's job and happens on first use.
 
+Target names in metadata
+    A distribution lists every target name and alias its backend declares in
+    the group ``tilecore.targets``, one entry point per name whose value is the
+    backend's entry-point value::
+
+        [project.entry-points."tilecore.backends"]
+        acme = "tilelang_acme.plugin"
+        [project.entry-points."tilecore.targets"]
+        acme = "tilelang_acme.plugin"
+        acme-x = "tilelang_acme.plugin"      # an alias
+
+    With that list (``complete`` metadata) the registry resolves a name, detects
+    a clash between two distributions and answers "unknown target, did you
+    mean ..." without importing anything.  A backend without such entries is
+    *legacy*: its entry-point name is taken as its one known name, and naming a
+    target no metadata lists imports the legacy backends (they may declare it).
+
 Environment (read once per activation):
 
 ``TILECORE_DISABLE_PLUGIN_AUTOLOAD=1``
@@ -61,27 +78,66 @@ class PluginPolicy:
         return None
 
 
+TARGETS_GROUP = "tilecore.targets"
+
+
 @dataclass(frozen=True, slots=True)
 class DiscoveredBackend:
-    """An installed backend as its metadata describes it (nothing imported)."""
+    """An installed backend as its metadata describes it (nothing imported).
+
+    ``target_names`` are the names the distribution lists in ``tilecore.targets``
+    for this backend (``complete`` is then true), else just the entry-point
+    name.  ``duplicates`` names other distributions registering the identical
+    entry point (same name and value): shown by ``tilecore list``, never
+    silently collapsed.
+    """
 
     name: str
     value: str
     distribution: str
     version: str
     entry_point: EntryPoint
+    target_names: tuple[str, ...] = ()
+    complete: bool = False
+    duplicates: tuple[str, ...] = ()
+
+
+def _dist_of(ep: EntryPoint) -> tuple[str, str]:
+    dist = ep.dist
+    if dist is None:
+        return "<unknown distribution>", "?"
+    return str(dist.metadata["Name"]), str(dist.version)
 
 
 def discover() -> list[DiscoveredBackend]:
-    """All entry points of the group, sorted by name then value for a deterministic load order.
+    """All entry points of the group, sorted by name, value and distribution (a deterministic load order).
 
-    Duplicates of one (name, value) pair, e.g. the same distribution visible
-    twice through a ``lib64 -> lib`` symlink, are collapsed.
+    One distribution seen twice (a ``lib64 -> lib`` symlink) is one entry:
+    ``importlib.metadata`` already merges a distribution name found on two
+    paths, and the key below includes the distribution.  Two *different*
+    distributions registering the same entry point are both kept and marked.
     """
-    found: dict[tuple[str, str], DiscoveredBackend] = {}
+    listed: dict[tuple[str, str], list[str]] = {}
+    for ep in entry_points(group=TARGETS_GROUP):
+        listed.setdefault((_dist_of(ep)[0], ep.value), []).append(ep.name)
+    found: dict[tuple[str, str, str], tuple[EntryPoint, str]] = {}
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        dist = ep.dist
-        dist_name = dist.metadata["Name"] if dist is not None else "<unknown distribution>"
-        dist_version = dist.version if dist is not None else "?"
-        found.setdefault((ep.name, ep.value), DiscoveredBackend(ep.name, ep.value, dist_name, dist_version, ep))
-    return [found[key] for key in sorted(found)]
+        dist_name, dist_version = _dist_of(ep)
+        found.setdefault((ep.name, ep.value, dist_name), (ep, dist_version))
+    result = []
+    for (name, value, dist_name), (ep, dist_version) in sorted(found.items()):
+        names = listed.get((dist_name, value))
+        duplicates = tuple(d for (n, v, d) in sorted(found) if (n, v) == (name, value) and d != dist_name)
+        result.append(
+            DiscoveredBackend(
+                name=name,
+                value=value,
+                distribution=dist_name,
+                version=dist_version,
+                entry_point=ep,
+                target_names=tuple(sorted(set(names))) if names else (name,),
+                complete=bool(names),
+                duplicates=duplicates,
+            )
+        )
+    return result

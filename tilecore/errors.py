@@ -3,15 +3,29 @@
 Every error a user can see names what failed, which backend distribution (and
 version) is involved, why, and what to do about it.  They all derive from
 :class:`TilecoreError` so callers can catch the family at once.
+
+The fix is also kept apart from the message in :attr:`TilecoreError.fix`, so
+``tilecore list``/``doctor`` can show it on its own line for every failed
+backend (and ``--json`` can carry it as a field).
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 
 
 class TilecoreError(RuntimeError):
-    """Base class of every tilecore error."""
+    """Base class of every tilecore error.
+
+    ``fix`` is what the user should do, in one sentence, or ``""`` when the
+    message says it already (it is appended to the message when given).
+    """
+
+    def __init__(self, message: str = "", *, fix: str = "") -> None:
+        self.fix = fix
+        text = f"{message} Fix: {fix}" if fix and fix not in message else message
+        super().__init__(text)
 
 
 class PluginValidationError(TilecoreError):
@@ -30,6 +44,10 @@ class BackendLoadError(TilecoreError):
     """
 
 
+class HookReturnError(PluginValidationError):
+    """A backend's hook returned a value of the wrong type (names distribution, version, hook and type)."""
+
+
 class UnknownTargetError(TilecoreError, ValueError):
     """No installed backend declares the requested target."""
 
@@ -42,6 +60,10 @@ class TargetOptionError(TilecoreError, ValueError):
     """A target option has a value the declaring backend does not accept."""
 
 
+class MalformedTargetError(TargetOptionError):
+    """A target string or dict is not well formed (bad key types, repeated options, non-ASCII text)."""
+
+
 class KernelArgumentError(TilecoreError, TypeError):
     """A compiled kernel was called with arguments that do not match its signature."""
 
@@ -50,7 +72,15 @@ class ToolchainError(TilecoreError):
     """A backend's environment/toolchain setup could not find what it needs."""
 
 
-def choices_text(choices: Iterable[str]) -> str:
-    """Render a list of valid values for an error message."""
-    items = sorted(set(choices))
+def choices_text(choices: Iterable[object]) -> str:
+    """Render a list of valid values for an error message (any value type; never raises)."""
+    items = sorted({str(c) if isinstance(c, str) else repr(c) for c in choices})
     return ", ".join(items) if items else "<none>"
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """``" Did you mean 'x'?"`` for the closest of ``choices`` (difflib), or ``""``."""
+    close = difflib.get_close_matches(word, sorted(set(choices)), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return " Did you mean " + " or ".join(repr(c) for c in close) + "?"

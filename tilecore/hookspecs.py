@@ -1,11 +1,22 @@
 """The tilecore plugin contract: one hook per concern a backend owns.
 
 A backend is any object (usually a module) with ``@tilecore.hookimpl``
-functions named after these specs and a ``tilecore_api_version = "1.0"``
+functions named after these specs and a ``tilecore_api_version = "1.1"``
 attribute.  tilecore calls every hook except ``tilecore_declare_targets`` only
-on the backend that declared the target being compiled (plus plugins that
-declare no targets, such as tracing wrappers), so an implementation never needs
-to check whether ``target`` is its own.
+on the backend that declared the target being compiled (plus plugins whose
+declared role is :data:`WRAPPER`, such as tracing wrappers), so an
+implementation never needs to check whether ``target`` is its own.
+
+Roles are declared, never inferred: a plugin is a backend unless it sets
+``tilecore_role = "wrapper"``.  A backend must implement
+``tilecore_declare_targets``; returning ``[]`` (e.g. "no device here") makes it
+a backend with no targets, which is loaded, listed and never called for
+another backend's targets.  A wrapper declares no targets and sees every
+backend's hook calls.
+
+Every value a hook returns is checked against :data:`RETURNS` by the core; a
+wrong type raises :class:`tilecore.errors.HookReturnError` naming the
+distribution, version, hook and expected type.
 
 Which hooks a backend must implement:
 
@@ -19,29 +30,43 @@ codegen                  required                    not called
 create_adapter           required                    not called
 supply_tensor            optional (host default)     optional (device default)
 bench                    optional (wall clock)       optional (wall clock)
+doctor_target            optional                    optional
 =======================  ==========================  =========================
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pluggy import HookimplMarker, HookspecMarker
 
+from tilecore.kernel import KernelAdapter, Toolchain
+from tilecore.targets import TargetSpec
+
 if TYPE_CHECKING:
     import torch
+    from tvm.ir import IRModule
+    from tvm.target import Target
 
-    from tilecore.kernel import CompiledKernel, KernelAdapter, TensorParam, Toolchain
-    from tilecore.targets import ResolvedTarget, TargetSpec
+    from tilecore.kernel import CompiledKernel, TensorParam
+    from tilecore.targets import ResolvedTarget
 
 PROJECT = "tilecore"
 hookspec = HookspecMarker(PROJECT)
 hookimpl = HookimplMarker(PROJECT)
 
+#: Module attribute a plugin sets to declare its role: ``tilecore_role = "wrapper"``.
+ROLE_ATTRIBUTE = "tilecore_role"
+BACKEND = "backend"
+WRAPPER = "wrapper"
+ROLES = (BACKEND, WRAPPER)
+
 
 @hookspec
-def tilecore_declare_targets() -> Sequence[TargetSpec]:
+def tilecore_declare_targets() -> Sequence[TargetSpec]:  # type: ignore[empty-body]  # a hook specification
     """Return the targets this backend provides.  Must be cheap: no toolchain
     probing here (put that in ``TargetSpec.probe`` or ``tilecore_setup``)."""
 
@@ -54,14 +79,14 @@ def tilecore_setup(target: ResolvedTarget) -> Toolchain | None:
 
 
 @hookspec(firstresult=True)
-def tilecore_lower(target: ResolvedTarget, mod: Any, tvm_target: Any) -> Any:
+def tilecore_lower(target: ResolvedTarget, mod: IRModule, tvm_target: Target) -> IRModule | None:
     """Lower the frontend ``IRModule`` to host + device functions; return the
     lowered module.  Device functions must carry the device calling convention
     (``tilecore.upstream.lower_with_host_pipeline`` does this for you)."""
 
 
 @hookspec(firstresult=True)
-def tilecore_codegen(target: ResolvedTarget, device_mod: Any, tvm_target: Any) -> str | None:
+def tilecore_codegen(target: ResolvedTarget, device_mod: IRModule, tvm_target: Target) -> str | None:
     """Turn the lowered device ``IRModule`` into source text (the kernel
     source users see through ``kernel.get_kernel_source()``)."""
 
@@ -95,3 +120,63 @@ def tilecore_bench(
     (tilelang's names: ``"event"`` by default, ``"cudagraph"``, ``"wall"``, ...):
     honour it or raise a :class:`tilecore.TilecoreError` saying which methods
     the target supports.  Returning a list gives every sample (tilecore reduces it)."""
+
+
+@hookspec(firstresult=True)
+def tilecore_doctor_target(spec: TargetSpec) -> str | None:
+    """Called by ``tilecore doctor`` (API 1.1) when ``spec`` cannot be resolved with
+    its default options, typically because a default detects hardware this
+    machine lacks.  Return a target string with explicit options (``"name:value"``)
+    that ``doctor`` should check the toolchain with instead; ``doctor`` runs
+    ``tilecore_setup`` for it and prints the exact ``tilecore doctor --target ...``
+    command.  Return ``None`` when no such choice can be made."""
+
+
+# -- return-value contracts ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ReturnContract:
+    """What a hook may return; ``None`` ("no answer") is always allowed for firstresult hooks."""
+
+    expected: str
+    check: Callable[[object], bool]
+
+
+def _is_spec_list(value: object) -> bool:
+    return isinstance(value, (list, tuple)) and all(isinstance(item, TargetSpec) for item in value)
+
+
+def _is_instance_of_loaded(module: str, attribute: str) -> Callable[[object], bool]:
+    """``isinstance`` against a class of a module that is already imported (never imports it:
+    a value of that type cannot exist unless its module is loaded)."""
+
+    def check(value: object) -> bool:
+        owner = sys.modules.get(module)
+        cls = getattr(owner, attribute, None) if owner is not None else None
+        return cls is not None and isinstance(value, cls)
+
+    return check
+
+
+def _is_milliseconds(value: object) -> bool:
+    def number(item: object) -> bool:
+        return isinstance(item, (int, float)) and not isinstance(item, bool)
+
+    if isinstance(value, list):
+        return bool(value) and all(number(item) for item in value)
+    return number(value)
+
+
+RETURNS: Mapping[str, ReturnContract] = {
+    "tilecore_declare_targets": ReturnContract("a list of tilecore.TargetSpec (an empty list for no targets)", _is_spec_list),
+    "tilecore_setup": ReturnContract("a tilecore.Toolchain or None", lambda v: isinstance(v, Toolchain)),
+    "tilecore_lower": ReturnContract("a tvm.IRModule", _is_instance_of_loaded("tvm", "IRModule")),
+    "tilecore_codegen": ReturnContract("a str (the kernel source text)", lambda v: isinstance(v, str)),
+    "tilecore_create_adapter": ReturnContract(
+        "a tilecore.KernelAdapter (a callable with a library_path attribute)", lambda v: isinstance(v, KernelAdapter)
+    ),
+    "tilecore_supply_tensor": ReturnContract("a torch.Tensor or None", _is_instance_of_loaded("torch", "Tensor")),
+    "tilecore_bench": ReturnContract("milliseconds: a float, a non-empty list of floats, or None", _is_milliseconds),
+    "tilecore_doctor_target": ReturnContract("a target string or None", lambda v: isinstance(v, str)),
+}

@@ -34,7 +34,7 @@ class Launcher:
         params = self.kernel.params
         if len(args) == len(params):
             tensors = list(args)
-            given = range(len(params))
+            given: Sequence[int] = range(len(params))
         elif len(args) == len(self._inputs):
             tensors = [None] * len(params)
             for slot, value in zip(self._inputs, args, strict=True):

@@ -2,9 +2,16 @@
 
 Nothing tilecore or a well-behaved backend writes goes to the current
 directory or stays in a shared temporary directory: build products live under
-``$TILECORE_CACHE_DIR`` (default ``$XDG_CACHE_HOME/tilecore``, else
-``~/.cache/tilecore``), one folder per backend, and are published with an
-atomic rename so concurrent processes see either nothing or a whole file.
+``$TILECORE_CACHE_DIR`` (default: ``platformdirs``' user cache directory for
+"tilecore", i.e. ``$XDG_CACHE_HOME/tilecore`` or ``~/.cache/tilecore`` on
+Linux), one folder per backend, and are published with an atomic rename so
+concurrent processes see either nothing or a whole file.  Verified reuse of
+build products is :mod:`tilecore.artifacts`.
+
+Unix-domain sockets have a short path limit (``sun_path``: 108 bytes on Linux,
+104 on macOS, including the NUL), which a long ``$TMPDIR`` (pytest's
+``tmp_path``, CI job folders) easily exceeds; :func:`socket_scratch_parent`
+picks a parent that leaves room for the socket names a runtime creates.
 """
 
 from __future__ import annotations
@@ -12,18 +19,25 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import platformdirs
+
+from tilecore.errors import TilecoreError
+
+#: Longest unix socket path the kernel accepts (``sizeof(sun_path)`` minus the NUL).
+UNIX_SOCKET_PATH_MAX = 103 if sys.platform == "darwin" else 107
+
 
 def cache_root() -> Path:
+    """``$TILECORE_CACHE_DIR``, else the per-user cache directory of "tilecore" (``platformdirs``)."""
     explicit = os.environ.get("TILECORE_CACHE_DIR")
     if explicit:
         return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "tilecore"
+    return Path(platformdirs.user_cache_dir("tilecore", appauthor=False))
 
 
 def cache_dir(*parts: str) -> Path:
@@ -53,11 +67,31 @@ def atomic_write(path: Path, data: bytes) -> Path:
 @contextlib.contextmanager
 def private_tempdir(prefix: str = "tilecore-") -> Iterator[Path]:
     """A private temporary directory that is removed on exit, whatever happens."""
-    path = Path(tempfile.mkdtemp(prefix=prefix))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix=prefix, ignore_cleanup_errors=True) as name:
+        yield Path(name)
+
+
+def socket_scratch_parent(reserve: int, where: str) -> Path:
+    """A writable directory under which a folder of ``reserve`` more bytes still fits
+    a unix socket path (:data:`UNIX_SOCKET_PATH_MAX`).
+
+    Tried in order: ``$TMPDIR`` (``tempfile.gettempdir()``), ``$XDG_RUNTIME_DIR``
+    (per user, mode 0700) and ``/tmp``; the first one short enough wins.  If none
+    is, raises :class:`TilecoreError` starting with ``where`` and saying what to set.
+    """
+    candidates = [tempfile.gettempdir(), os.environ.get("XDG_RUNTIME_DIR") or "", "/tmp"]
+    limit = UNIX_SOCKET_PATH_MAX - reserve
+    tried = []
+    for text in dict.fromkeys(c for c in candidates if c):
+        path = Path(text)
+        tried.append(f"{text} ({len(text)} characters)")
+        if len(text) <= limit and path.is_dir() and os.access(path, os.W_OK | os.X_OK):
+            return path
+    raise TilecoreError(
+        f"{where} needs a scratch directory for unix sockets whose path is at most {limit} characters long "
+        f"(the socket path limit is {UNIX_SOCKET_PATH_MAX}); none of {', '.join(tried)} is usable. "
+        "Set TMPDIR to a short writable directory (e.g. /tmp)."
+    )
 
 
 def publish_dir(staging: Path, final: Path) -> Path:

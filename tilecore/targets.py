@@ -1,4 +1,4 @@
-"""Target declarations: what a backend says it can compile for.
+r"""Target declarations: what a backend says it can compile for.
 
 A backend returns :class:`TargetSpec` objects from ``tilecore_declare_targets``.
 Specs are frozen and validated when built, like tilelang's ``BackendModule``
@@ -8,6 +8,13 @@ never half-registers.
 User input (``"acme"``, ``"acme:x2"``, ``{"kind": "acme", "chip": "x2"}``)
 is turned into a :class:`ResolvedTarget`: the spec plus a complete, validated
 option mapping.  Hooks receive resolved targets, never raw strings.
+
+Parsing is strict: names, option keys and option values are ASCII (patterns
+are matched with :data:`re.ASCII`, so ``\d`` never accepts another script's
+digits); an option given twice, two positional values, an empty key, a
+non-string key or value of a declared option are each a
+:class:`~tilecore.errors.MalformedTargetError`.  Nothing is silently dropped or
+overwritten.
 """
 
 from __future__ import annotations
@@ -18,9 +25,14 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from tilecore.errors import PluginValidationError, TargetOptionError, choices_text
+from tilecore.errors import MalformedTargetError, PluginValidationError, TargetOptionError, choices_text
 
-_NAME_RE = re.compile(r"^[a-z][a-z0-9_\-]*$")
+_NAME_RE = re.compile(r"[a-z][a-z0-9_\-]*", re.ASCII)
+
+
+def is_target_name(text: str) -> bool:
+    """Whether ``text`` is a valid target name: lower-case ASCII letters, digits, ``_``, ``-``."""
+    return _NAME_RE.fullmatch(text) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,17 +71,22 @@ class TargetOption:
     pattern: str | None = None
 
     def __post_init__(self) -> None:
-        if not _NAME_RE.match(self.name):
+        if not isinstance(self.name, str) or not is_target_name(self.name):
             raise PluginValidationError(f"target option name {self.name!r} must match {_NAME_RE.pattern}")
         object.__setattr__(self, "choices", tuple(self.choices))
+        for choice in self.choices:
+            if not isinstance(choice, str) or not choice.isascii():
+                raise PluginValidationError(f"target option {self.name!r}: choice {choice!r} must be an ASCII string")
         if self.pattern is not None:
-            re.compile(self.pattern)
+            re.compile(self.pattern, re.ASCII)
 
     def accepts(self, value: str) -> bool:
+        if not isinstance(value, str) or not value.isascii():
+            return False
         if value in self.choices:
             return True
         if self.pattern is not None:
-            return re.fullmatch(self.pattern, value) is not None
+            return re.fullmatch(self.pattern, value, re.ASCII) is not None
         return not self.choices and bool(value)
 
     def describe_valid(self) -> str:
@@ -145,6 +162,12 @@ class TargetSpec:
         Names of language constructs the target does not support yet (for
         example ``"gemm"``); the conformance suite reports those cases as
         unsupported instead of failed.
+    replaces_builtin:
+        The explicit opt-in to take over a target kind tilelang compiles by
+        itself (its TVM kinds, e.g. ``"c"``).  Without it, declaring such a name
+        is a load-time validation error; with it, the distribution must also
+        list the name in its ``tilecore.targets`` metadata, so every process
+        agrees on the owner before anything is imported.
     """
 
     name: str
@@ -156,10 +179,11 @@ class TargetSpec:
     priority: int = 0
     upstream: Upstream | None = None
     unsupported: frozenset[str] = field(default_factory=frozenset)
+    replaces_builtin: bool = False
 
     def __post_init__(self) -> None:
         for name in (self.name, *self.aliases):
-            if not isinstance(name, str) or not _NAME_RE.match(name):
+            if not isinstance(name, str) or not is_target_name(name):
                 raise PluginValidationError(
                     f"target name {name!r} is not valid: use lower-case letters, digits, '_' or '-', starting with a letter"
                 )
@@ -243,34 +267,105 @@ def split_target_string(text: str) -> tuple[str, dict[str, str]]:
     """Split ``"kind"``, ``"kind:value"`` or ``"kind:a=1,b=2"`` into kind and raw options.
 
     A bare value (no ``=``) is stored under the key ``""`` and later bound to
-    the spec's first option.
+    the spec's first option.  Raises :class:`MalformedTargetError` for an
+    option given twice, two bare values, an empty option name or non-ASCII text.
     """
     kind, _, rest = text.strip().partition(":")
+    kind = kind.strip().lower()
+    if not text.isascii():
+        raise MalformedTargetError(
+            f"target {text!r} contains non-ASCII characters; target names and options are ASCII "
+            f"(e.g. digits 0-9). Retype it in plain ASCII."
+        )
     raw: dict[str, str] = {}
     for part in filter(None, (p.strip() for p in rest.split(","))):
         key, eq, value = part.partition("=")
-        if eq:
-            raw[key.strip()] = value.strip()
-        else:
-            raw[""] = key
-    return kind.strip().lower(), raw
+        key, value = (key.strip(), value.strip()) if eq else ("", key.strip())
+        if eq and not key:
+            raise MalformedTargetError(f"target {text!r}: {part!r} has no option name before '='. Write name=value.")
+        if key in raw:
+            if key:
+                raise MalformedTargetError(
+                    f"target {text!r} gives option {key!r} twice ({raw[key]!r} and {value!r}); give it once."
+                )
+            raise MalformedTargetError(
+                f"target {text!r} gives two values without a name ({raw[key]!r} and {value!r}); only the first "
+                f"option may be given positionally (e.g. '{kind}:{raw[key]}'); name the others as key=value."
+            )
+        raw[key] = value
+    return kind, raw
 
 
 def target_kind(target: object) -> str | None:
-    """The kind named by a string or dict target, or ``None`` for anything else."""
+    """The kind named by a string or dict target, or ``None`` for anything else.
+
+    A dict whose ``kind`` is missing or not a string is malformed (a
+    :class:`MalformedTargetError`), as is a string with non-ASCII characters.
+    """
     if isinstance(target, str):
-        return split_target_string(target)[0]
+        if not target.isascii():
+            raise MalformedTargetError(
+                f"target {target!r} contains non-ASCII characters; target names and options are ASCII. Retype it in plain ASCII."
+            )
+        return target.strip().partition(":")[0].strip().lower()
     if isinstance(target, Mapping):
         kind = target.get("kind")
-        return str(kind).lower() if kind is not None else None
+        if not isinstance(kind, str):
+            raise MalformedTargetError(
+                f"target {_safe_repr(target)} needs a 'kind' that is a string (e.g. {{'kind': 'name', ...}}), got {_safe_repr(kind)}."
+            )
+        if not kind.isascii():
+            raise MalformedTargetError(f"target kind {kind!r} contains non-ASCII characters. Retype it in plain ASCII.")
+        return kind.strip().lower()
     return None
 
 
+def _safe_repr(value: object, limit: int = 200) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # a user object's __repr__ must not hide the real error
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def raw_options(target: str | Mapping[str, Any]) -> dict[str, Any]:
-    """The options a user wrote, with ``kind`` removed."""
+    """The options a user wrote, with ``kind`` removed; keys are validated (non-empty ASCII strings)."""
     if isinstance(target, str):
         return dict(split_target_string(target)[1])
-    return {k: v for k, v in target.items() if k != "kind"}
+    options: dict[str, Any] = {}
+    for key, value in target.items():
+        if not isinstance(key, str):
+            raise MalformedTargetError(
+                f"target {_safe_repr(target)} has option key {_safe_repr(key)} of type {type(key).__name__}; "
+                "option names are strings, e.g. {'kind': 'name', 'option': 'value'}."
+            )
+        if key == "kind":
+            continue
+        if not key or not key.isascii():
+            raise MalformedTargetError(f"target {_safe_repr(target)} has an invalid option name {key!r}; use a non-empty ASCII name.")
+        options[key] = value
+    return options
+
+
+def _default(spec: TargetSpec, opt: TargetOption, owner: str) -> str | None:
+    """An option's default, checked: a detection callable that crashes or returns a value its own
+    option refuses is the backend's bug, reported as such."""
+    try:
+        value = opt.default_value()
+    except TargetOptionError:
+        raise
+    except Exception as err:
+        raise TargetOptionError(
+            f"target {spec.name!r} (from {owner}): choosing a default for option {opt.name!r} raised "
+            f"{type(err).__name__}: {err}. Pass it explicitly, e.g. target='{spec.name}:{opt.name}=<value>'. "
+            f"Valid values: {opt.describe_valid()}."
+        ) from err
+    if value is not None and not (isinstance(value, str) and opt.accepts(value)):
+        raise TargetOptionError(
+            f"target {spec.name!r} (from {owner}): the default of option {opt.name!r} is {_safe_repr(value)}, which the "
+            f"option itself does not accept (a bug in the backend). Pass it explicitly. Valid values: {opt.describe_valid()}."
+        )
+    return value
 
 
 def bind_options(
@@ -301,19 +396,26 @@ def bind_options(
     options: dict[str, str] = {}
     for opt in spec.options:
         if opt.name in raw:
-            value = str(raw.pop(opt.name)).strip()
+            given = raw.pop(opt.name)
+            if not isinstance(given, str):
+                raise MalformedTargetError(
+                    f"target {spec.name!r} (from {owner}) option {opt.name} must be a string, got {_safe_repr(given)} "
+                    f"({type(given).__name__}). Valid {opt.name} values: {opt.describe_valid()}."
+                )
+            value = given.strip()
             if not opt.accepts(value):
                 raise TargetOptionError(
                     f"target {spec.name!r} (from {owner}) does not accept {opt.name}={value!r}. "
                     f"Valid {opt.name} values: {opt.describe_valid()}. {opt.doc}"
                 )
         else:
-            value = opt.default_value()
-            if value is None:
+            default = _default(spec, opt, owner)
+            if default is None:
                 raise TargetOptionError(
                     f"target {spec.name!r} (from {owner}) needs option {opt.name!r} and could not choose one itself. "
                     f"Pass it, e.g. target='{spec.name}:{opt.name}=<value>'. Valid values: {opt.describe_valid()}."
                 )
+            value = default
         options[opt.name] = value
     if raw and not passthrough:
         valid = choices_text(opt.name for opt in spec.options)

@@ -2,7 +2,8 @@
 
 The files come from the package data under ``tilecore/templates/backend``
 (``*.tmpl``, with ``{{name}}``, ``{{package}}``, ``{{dist}}``,
-``{{api_version}}`` and ``{{tilecore_requirement}}`` placeholders).  The result
+``{{api_version}}`` and ``{{tilecore_requirement}}`` placeholders, filled by
+``string.Template`` with that delimiter).  The result
 is a complete backend ``tilelang-NAME`` that compiles kernels to C on the host
 CPU: it installs and passes the conformance suite as generated, and each
 module is the place to put the real device's version of that stage.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import keyword
 import re
+import string
 import sys
 from collections.abc import Iterator
 from importlib import resources
@@ -24,6 +26,25 @@ from tilecore._version import API_VERSION, __version__
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 TEMPLATE_ROOT = ("templates", "backend")
 SUFFIX = ".tmpl"
+
+
+#: ``{{name}}``; a ``{{`` that does not start one is "invalid" (string.Template's group names).
+_PLACEHOLDER = r"""
+\{\{(?:
+  (?P<escaped>(?!))            |  # no escape sequence: templates never need a literal {{
+  (?P<named>[a-z_]+)\}\}      |
+  (?P<braced>(?!))             |
+  (?P<invalid>)
+)
+"""
+
+
+class Placeholders(string.Template):
+    """``string.Template`` with ``{{name}}`` placeholders (``$`` stays literal, as shell and
+    Python text in the templates need); a ``{{`` that does not start a placeholder is an error."""
+
+    delimiter = "{{"
+    pattern = _PLACEHOLDER  # type: ignore[assignment]  # a str: string.Template compiles it
 
 
 class TemplateError(ValueError):
@@ -90,12 +111,10 @@ def render(name: str) -> dict[Path, str]:
     root = resources.files("tilecore").joinpath(*TEMPLATE_ROOT)
     files: dict[Path, str] = {}
     for parts, item in _walk(root):
-        text = item.read_text(encoding="utf-8")
-        for key, value in values.items():
-            text = text.replace("{{" + key + "}}", value)
-        if "{{" in text:
-            leftover = re.findall(r"\{\{\w*\}\}", text)
-            raise RuntimeError(f"template {'/'.join(parts)} has unknown placeholders {leftover}")
+        try:
+            text = Placeholders(item.read_text(encoding="utf-8")).substitute(values)
+        except (KeyError, ValueError) as err:
+            raise RuntimeError(f"template {'/'.join(parts)} has an unknown or malformed placeholder: {err}") from None
         mapped = [package if part == "package" else part for part in parts]
         mapped[-1] = mapped[-1].removesuffix(SUFFIX).replace("NAME", name)
         files[Path(*mapped)] = text

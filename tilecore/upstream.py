@@ -1,35 +1,48 @@
-"""Pieces of upstream tilelang that backends commonly reuse, behind tilecore's API.
+"""Pieces of upstream tilelang that backends reuse, behind tilecore's API.
 
-Backends may import tilelang themselves; these helpers exist so the common
-cases do not depend on where tilelang keeps them (the bridge tracks that).
+Backends import tilelang internals only through this module: where tilelang
+keeps them is the bridge's business (each name is a row of
+:data:`tilecore._bridge.seams.SEAMS`, checked by the same gate as the patched
+seams before first use), so a tilelang release that moves one changes the
+bridge and no backend.
+
+* :func:`lower_with_host_pipeline`: tilelang's portable CPU lowering (or the
+  backend's own pass list) with the kernels marked as device functions of the
+  backend's target;
+* :func:`c_source`: C source of a device module lowered that way;
+* :func:`template_include_dir`: tilelang's ``tl_templates`` headers;
+* :func:`should_force_let_inline`: tilelang's ``LetInline`` policy, for a backend's own pass list;
+* :func:`determine_target`: the TVM target ``tilelang.compile`` would use for a target.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import Any
+from typing import ParamSpec, TypeVar
 
-from tilecore import _bridge
+from tilecore._bridge import gate, helpers
 
+__all__ = ["c_source", "determine_target", "lower_with_host_pipeline", "should_force_let_inline", "template_include_dir"]
 
-def lower_with_host_pipeline(
-    mod: Any,
-    tvm_target: Any,
-    host_kind: str = "c",
-    vectorize: bool = False,
-    passes: Callable[[Any, Any], Any] | None = None,
-) -> Any:
-    """tilelang's portable CPU lowering (or the backend's own ``passes(mod, dummy_target)``)
-    under a dummy host target, with the kernels marked as device functions of ``tvm_target``
-    (see :func:`tilecore._bridge.lower_with_host_pipeline`)."""
-    return _bridge.lower_with_host_pipeline(mod, tvm_target, host_kind, vectorize, passes)
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
-def c_source(device_mod: Any, tvm_target: Any) -> str:
-    """C source of a device module lowered by :func:`lower_with_host_pipeline`."""
-    return _bridge.c_source(device_mod, tvm_target)
+def _gated(func: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``func`` after the bridge's gate (supported tilelang, every seam present; checked once)."""
+
+    @functools.wraps(func)
+    def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        gate.check()
+        return func(*args, **kwargs)
+
+    call.__module__ = __name__
+    return call
 
 
-def template_include_dir() -> str:
-    """Directory holding tilelang's ``tl_templates`` headers (for compiling C sources)."""
-    return _bridge.template_include_dir()
+lower_with_host_pipeline = _gated(helpers.lower_with_host_pipeline)
+c_source = _gated(helpers.c_source)
+template_include_dir = _gated(helpers.template_include_dir)
+should_force_let_inline = _gated(helpers.should_force_let_inline)
+determine_target = _gated(helpers.determine_target)

@@ -13,6 +13,9 @@ pytest would try to assertion-rewrite this already-imported module and warn.
 
 import os
 import sys
+from importlib.machinery import ModuleSpec
+from types import ModuleType
+from typing import Any
 
 _TRUTHY = ("1", "true", "yes", "on")
 
@@ -23,7 +26,7 @@ class _TilelangWatcher:
     _busy = False
 
     @classmethod
-    def find_spec(cls, name, path=None, target=None):
+    def find_spec(cls, name: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
         if name != "tilelang" or cls._busy:
             return None
         cls._busy = True
@@ -38,18 +41,18 @@ class _TilelangWatcher:
         loader = spec.loader
         original_exec = loader.exec_module
 
-        def exec_module(module):
+        def exec_module(module: ModuleType) -> None:
             try:
                 original_exec(module)
             finally:
                 _uninstall()
             _activate()
 
-        loader.exec_module = exec_module
+        loader.exec_module = exec_module  # type: ignore[method-assign]  # this one loader, once
         return spec
 
 
-def _activate():
+def _activate() -> None:
     try:
         import tilecore
     except Exception as err:  # never break `import tilelang`
@@ -58,18 +61,24 @@ def _activate():
     tilecore._autoload_activate()
 
 
-def _uninstall():
+def _uninstall() -> None:
     if _TilelangWatcher in sys.meta_path:
         sys.meta_path.remove(_TilelangWatcher)
 
 
-def install():
+def watch() -> None:
+    """Activate tilecore right after the next ``import tilelang`` (``import tilecore`` calls this)."""
+    if _TilelangWatcher not in sys.meta_path:
+        sys.meta_path.insert(0, _TilelangWatcher)
+
+
+def install() -> None:
     if os.environ.get("TILECORE_DISABLE_PLUGIN_AUTOLOAD", "").strip().lower() in _TRUTHY:
         return
     if "tilelang" in sys.modules:
         _activate()
-    elif _TilelangWatcher not in sys.meta_path:
-        sys.meta_path.insert(0, _TilelangWatcher)
+    else:
+        watch()
 
 
 install()

@@ -7,10 +7,12 @@ it the first time target "democpu" is named.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import tilecore
 from tilecore import CompiledKernel, ResolvedTarget, TensorParam, hookimpl
+from tilecore.artifacts import ArtifactStore
 from tilecore.supply import make_tensor
 from tilelang_democpu import __version__, codegen, lowering, profiling, runtime, setup, target
 
@@ -39,10 +41,17 @@ def tilecore_codegen(target: ResolvedTarget, device_mod: Any, tvm_target: Any):
 
 @hookimpl
 def tilecore_create_adapter(target: ResolvedTarget, kernel: CompiledKernel):
+    # tilecore caches the setup hook's result (one probe per target); it is never None for a
+    # backend that implements tilecore_setup, but the type says Optional.
+    toolchain = tilecore.setup_target(target) or setup.find_compiler()
+    compiler = toolchain.location
+    # Reused only when it matches the checksum recorded at build time (else rebuilt, once).
+    artifact = runtime.obtain(kernel, compiler)
     if kernel.library_path is not None:
-        return runtime.CAdapter(kernel, runtime.Path(kernel.library_path))
-    compiler = tilecore.setup_target(target).location  # cached by tilecore: one probe per target
-    return runtime.CAdapter(kernel, runtime.build(kernel, compiler))
+        # A tilelang disk-cache hit: tilelang's copy of the library is never loaded itself;
+        # it is repaired if it differs from the verified one.
+        ArtifactStore.repair_copy(Path(kernel.library_path), artifact)
+    return runtime.CAdapter(kernel, artifact.path, runtime.key_of(artifact))
 
 
 @hookimpl

@@ -7,13 +7,15 @@ import hashlib
 import re
 import subprocess
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from tilecore import CompiledKernel, ToolchainError
-from tilecore.paths import atomic_write, cache_dir, private_tempdir
+from tilecore.artifacts import Artifact, ArtifactStore, KernelFaultError
 from tilecore.upstream import template_include_dir
 from tilelang_democpu import __version__
+
+if TYPE_CHECKING:
+    import torch  # annotations only: importing the backend (tilecore list) must not import torch
 
 _ENTRY = re.compile(r"int32_t\s+(\w+)\s*\(")
 
@@ -27,38 +29,60 @@ def entry_symbol(kernel: CompiledKernel) -> str:
     return wanted if wanted in names else names[0]
 
 
-def build(kernel: CompiledKernel, compiler: str) -> Path:
-    """Compile ``kernel.source``; the library is cached by source, flags, compiler and plugin version."""
+#: Kernel libraries: ``<tilecore cache>/democpu/kernels/<key>/`` (built once, verified at each reuse).
+STORE = ArtifactStore("democpu", "kernels")
+
+
+def obtain(kernel: CompiledKernel, compiler: str) -> Artifact:
+    """The kernel's shared library, keyed by source, flags, compiler and plugin version.
+
+    Reused only when its SHA-256 matches the one recorded when it was built
+    (a truncated or zero-filled file is rebuilt, never loaded); built once
+    under a lock when several processes ask at the same time.
+    """
     flags = [f"-{kernel.target['opt']}", "-std=c++17", "-fPIC", "-shared", f"-I{template_include_dir()}"]
     key = hashlib.sha256("\0".join([kernel.source, *flags, compiler, __version__]).encode()).hexdigest()[:32]
-    library = cache_dir("democpu", "libs") / f"{key}.so"
-    if library.exists():
-        return library
-    with private_tempdir("tilelang-democpu-") as work:
-        source = work / "kernel.cc"
+    where = f"kernel {kernel.name!r} for target {kernel.target} ({kernel.target.owner})"
+
+    def compile_into(staging: Path) -> None:
+        source = staging / "kernel.cc"
         source.write_text(kernel.source)
-        output = work / "kernel.so"
-        result = subprocess.run([compiler, *flags, str(source), "-o", str(output)], capture_output=True, text=True, check=False)
+        command = [compiler, *flags, str(source), "-o", str(staging / f"lib{key}.so")]
+        result = subprocess.run(command, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
         if result.returncode != 0:
-            raise ToolchainError(
-                f"target {kernel.target} ({kernel.target.owner}): {compiler} failed to build kernel {kernel.name!r}:\n{result.stderr[-2000:]}"
-            )
-        atomic_write(library, output.read_bytes())
-    return library
+            raise ToolchainError(f"{where}: {compiler} failed to build it:\n{result.stderr[-2000:]}")
+
+    return STORE.obtain(key, f"lib{key}.so", compile_into, what=where)
+
+
+def key_of(artifact: Artifact) -> str:
+    return artifact.path.parent.name
+
+
+def build(kernel: CompiledKernel, compiler: str) -> Path:
+    """Path of the kernel's verified shared library (see :func:`obtain`)."""
+    return obtain(kernel, compiler).path
 
 
 class CAdapter:
     """Calls ``int32_t <name>_kernel(T* arg0, ...)`` with the tensors' data pointers."""
 
-    def __init__(self, kernel: CompiledKernel, library: Path) -> None:
+    def __init__(self, kernel: CompiledKernel, library: Path, key: str | None = None) -> None:
+        # tilecore copies this file into tilelang's disk cache; on a cache hit in a new
+        # process, tilecore_create_adapter receives that copy back as kernel.library_path.
         self.library_path = str(library)
+        self._key = key
         self._lib = ctypes.CDLL(str(library))
         self._fn = getattr(self._lib, entry_symbol(kernel))
         self._fn.restype = ctypes.c_int32
         self._fn.argtypes = [ctypes.c_void_p] * len(kernel.params)
-        self._name = kernel.name
+        self._where = f"kernel {kernel.name!r} for target {kernel.target} ({kernel.target.owner})"
 
     def __call__(self, *tensors: torch.Tensor) -> None:
         status = self._fn(*(t.data_ptr() for t in tensors))
         if status != 0:
-            raise RuntimeError(f"democpu kernel {self._name!r} returned {status}")
+            # A kernel that faulted is never reused: drop its library from our cache (tilecore
+            # then drops tilelang's cache entry of the kernel).
+            if self._key is not None:
+                STORE.discard(self._key)
+            raise KernelFaultError(f"{self._where} returned status {status} (a fault); its library was dropped from the cache.")

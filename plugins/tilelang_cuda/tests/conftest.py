@@ -1,4 +1,4 @@
-"""Fixtures of the tilelang-cuda tests: isolated caches and the shared test library."""
+"""Fixtures of the tilelang-cuda tests: the shared test library."""
 
 from __future__ import annotations
 
@@ -10,14 +10,6 @@ from types import ModuleType
 import pytest
 
 HERE = Path(__file__).resolve().parent
-
-
-@pytest.fixture(autouse=True)
-def _isolated_caches(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every test gets its own tilelang and tilecore cache dirs (never the user's)."""
-    root = tmp_path_factory.mktemp("caches")
-    monkeypatch.setenv("TILELANG_CACHE_DIR", str(root / "tilelang"))
-    monkeypatch.setenv("TILECORE_CACHE_DIR", str(root / "tilecore"))
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ import tilelang
 import torch
 from tilelang.contrib import nvcc
 from tilelang.profiler import TensorSupplyType
-from tilelang_cuda import profiling, runtime
+from tilelang_cuda import profiling, setup
 from tilelang_cuda.target import gpu_problem
 
 import tilecore
@@ -106,11 +106,11 @@ def test_cuda_profiler_times_and_checks(lib, method: str, monkeypatch: pytest.Mo
 
 @pytest.mark.parametrize("backend", ["tvm_ffi", "cython", "nvrtc"])
 def test_cuda_every_available_execution_backend(lib, backend: str) -> None:
-    """The upstream execution backends runtime.execution_backends() reports as available compile and run correctly."""
+    """The upstream execution backends setup.execution_backends() reports as available compile and run correctly."""
     arch = tilecore.resolve_target("cuda").options["arch"]
-    available = {b.name for b in runtime.execution_backends(arch) if b.available}
+    available = {b.name for b in setup.execution_backends(arch) if b.available}
     if backend not in available:
-        pytest.skip(f"upstream execution backend {backend} is not available here ({runtime.REQUIREMENTS[backend]})")
+        pytest.skip(f"upstream execution backend {backend} is not available here ({setup.REQUIREMENTS[backend]})")
     M = N = K = 256
     kernel = tilelang.compile(lib.gemm(M, N, K), target=f"cuda:{arch}", out_idx=[-1], execution_backend=backend)
     assert kernel.execution_backend == backend

@@ -12,7 +12,7 @@ import pytest
 import tilelang
 from tilelang.backend.target import determine_target
 from tilelang.contrib import nvcc
-from tilelang_cuda import lowering, profiling, runtime, setup
+from tilelang_cuda import profiling, setup
 from tilelang_cuda.target import ARCH_EXAMPLES, arch_for_capability, gpu_problem
 from tvm.target import Target
 
@@ -20,6 +20,7 @@ import tilecore
 from tilecore import TargetOptionError, TilecoreError, ToolchainError
 from tilecore.kernel import TensorParam
 from tilecore.registry import probe
+from tilecore.supply import timing_method
 
 GPU_PROBLEM = gpu_problem()
 needs_nvcc = pytest.mark.skipif(setup.locate_nvcc() is None, reason="needs nvcc (CUDA toolkit)")
@@ -103,7 +104,7 @@ def test_cuda_setup_reports_nvcc() -> None:
     banner = subprocess.run([toolchain.location, "--version"], capture_output=True, text=True, check=True).stdout
     assert re.match(r"\d+\.\d+\.\d+$", toolchain.version) and f"V{toolchain.version}" in banner
     assert toolchain.fingerprint == f"nvcc=={toolchain.version}"
-    backends = runtime.execution_backends("sm_90a")
+    backends = setup.execution_backends("sm_90a")
     assert [b.name for b in backends if b.default] == ["tvm_ffi"]
     assert any(note.startswith("execution backends: tvm_ffi (default") for note in toolchain.notes)
 
@@ -132,9 +133,9 @@ def test_cuda_setup_error_type_is_toolchain_error() -> None:
 
 
 def test_cuda_plain_sm90_note() -> None:
-    assert lowering.variant_note("sm_90a") is None and lowering.variant_note("sm_80") is None
-    assert lowering.variant_note("sm_100f") is None
-    note = lowering.variant_note("sm_90")
+    assert setup.variant_note("sm_90a") is None and setup.variant_note("sm_80") is None
+    assert setup.variant_note("sm_100f") is None
+    note = setup.variant_note("sm_90")
     assert note is not None and "sm_90a" in note
 
 
@@ -146,8 +147,13 @@ def test_cuda_setup_warns_about_plain_sm90() -> None:
 
 
 def test_cuda_bench_method_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """do_bench(backend=...) and TILELANG_CUDA_BENCH are checked before any GPU work, by tilecore's helper."""
+    target = tilecore.resolve_target("cuda:sm_90a")
     monkeypatch.setenv(profiling.ENV_METHOD, "cudagraph")
-    assert profiling.method() == "cudagraph"
+    assert timing_method(target, "event", profiling.METHODS, env_var=profiling.ENV_METHOD) == "cudagraph"
     monkeypatch.setenv(profiling.ENV_METHOD, "wall")
-    with pytest.raises(ValueError, match="Valid: event, cudagraph"):
-        profiling.method()
+    with pytest.raises(tilecore.TilecoreError, match=r"target cuda:arch=sm_90a \(tilelang-cuda 0.1.0\): TILELANG_CUDA_BENCH='wall' .*Valid: event, cudagraph"):
+        profiling.bench(target, lambda: None, 25, 100, 0, 0, "event")
+    monkeypatch.delenv(profiling.ENV_METHOD)
+    with pytest.raises(tilecore.TilecoreError, match=r"do_bench\(backend='wall'\) is not a timing method"):
+        profiling.bench(target, lambda: None, 25, 100, 0, 0, "wall")

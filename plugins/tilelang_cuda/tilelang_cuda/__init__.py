@@ -3,11 +3,11 @@
 Target ``"cuda"`` is delegated to upstream TileLang's own CUDA backend
 (``TargetSpec(upstream=tilecore.Upstream("cuda", ...))``): upstream lowers,
 generates CUDA C++, compiles it with nvcc and launches it.  This distribution
-owns what is CUDA-specific on the tilecore side: the target and its ``arch``
-option with GPU detection (``target``), finding nvcc (``setup``), the record
-of what upstream does in each stage (``lowering``, ``codegen``, ``runtime``),
-tensor supply on the current GPU and CUDA-event timing (``profiling``), and
-the hook implementations (``plugin``).
+owns what is CUDA-specific on the tilecore side, in the four modules of a
+backend that delegates to upstream: the target, its ``arch`` option with GPU
+detection and the TVM attributes handed upstream (``target``), finding nvcc and
+the setup notes about the arch and upstream's execution backends (``setup``),
+CUDA-event timing (``profiling``), and the hook implementations (``plugin``).
 """
 
 __version__ = "0.1.0"

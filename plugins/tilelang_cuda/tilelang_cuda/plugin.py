@@ -2,8 +2,9 @@
 
 The target is delegated upstream (``cuda_target.TARGET.upstream``), so this module
 implements no ``tilecore_lower``/``tilecore_codegen``/``tilecore_create_adapter``:
-tilecore calls those only for targets a backend compiles itself (see
-``lowering``, ``codegen`` and ``runtime`` for what upstream does instead).
+tilecore calls those only for targets a backend compiles itself; upstream's
+CUDA backend lowers, generates CUDA C++, builds with nvcc and launches
+(docs/backends/cuda.md, "what upstream owns").
 Importing it stays cheap: no GPU or nvcc probing until a hook runs.
 """
 
@@ -12,15 +13,17 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tilecore import ResolvedTarget, TensorParam, Toolchain, hookimpl
+from tilecore import ResolvedTarget, TargetSpec, TensorParam, Toolchain, hookimpl
 from tilecore.errors import TilecoreError
-from tilecore.supply import make_tensor
-from tilelang_cuda import __version__, lowering, profiling, runtime, setup
+from tilelang_cuda import __version__, setup
 from tilelang_cuda import target as cuda_target
 
-tilecore_api_version = "1.0"
+if TYPE_CHECKING:
+    import torch
+
+tilecore_api_version = "1.1"  # 1.1: tilecore_doctor_target
 
 
 def _who(resolved: ResolvedTarget) -> str:
@@ -28,7 +31,7 @@ def _who(resolved: ResolvedTarget) -> str:
 
 
 @hookimpl
-def tilecore_declare_targets():
+def tilecore_declare_targets() -> list[TargetSpec]:
     return [cuda_target.TARGET]
 
 
@@ -37,12 +40,17 @@ def tilecore_setup(target: ResolvedTarget) -> Toolchain:
     toolchain = setup.find_nvcc(_who(target))
     notes = list(toolchain.notes)
     arch = target["arch"]
-    variant = lowering.variant_note(arch)
+    variant = setup.variant_note(arch)
     if variant is not None:
         warnings.warn(f"{_who(target)}: {variant}", stacklevel=2)
         notes.append(variant)
-    notes.append("execution backends: " + ", ".join(b.describe() for b in runtime.execution_backends(arch)))
+    notes.append("execution backends: " + ", ".join(b.describe() for b in setup.execution_backends(arch)))
     return dataclasses.replace(toolchain, notes=tuple(notes))
+
+
+@hookimpl
+def tilecore_doctor_target(spec: Any) -> str:
+    return cuda_target.doctor_target()
 
 
 def _require_gpu(resolved: ResolvedTarget, action: str) -> None:
@@ -55,15 +63,21 @@ def _require_gpu(resolved: ResolvedTarget, action: str) -> None:
 
 
 @hookimpl
-def tilecore_supply_tensor(target: ResolvedTarget, param: TensorParam, supply: str):
+def tilecore_supply_tensor(target: ResolvedTarget, param: TensorParam, supply: str) -> torch.Tensor:
+    from tilecore.supply import make_tensor  # here: torch is imported only where tensors are made
+
     _require_gpu(target, "make input tensors")
     return make_tensor(param, supply, target.device)
 
 
 @hookimpl
-def tilecore_bench(target: ResolvedTarget, fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int, backend: str):
+def tilecore_bench(
+    target: ResolvedTarget, fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int, backend: str
+) -> list[float]:
+    from tilelang_cuda import profiling
+
     _require_gpu(target, "time kernels")
-    return profiling.bench(fn, warmup, rep, n_warmup, n_repeat, backend)
+    return profiling.bench(target, fn, warmup, rep, n_warmup, n_repeat, backend)
 
 
 __all__ = ["__version__"]

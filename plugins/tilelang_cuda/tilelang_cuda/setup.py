@@ -100,6 +100,25 @@ def nvcc_version(nvcc: Path, who: str) -> str:
     return match.group(1)
 
 
+def supported_archs(nvcc: Path) -> set[str]:
+    """``sm_XX`` numbers ``nvcc --list-gpu-arch`` accepts (empty when it cannot say)."""
+    try:
+        result = subprocess.run([str(nvcc), "--list-gpu-arch"], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return set()
+    return {f"sm_{n}" for n in re.findall(r"compute_(\d+)", result.stdout, flags=re.ASCII)}
+
+
+def arch_to_check(candidates: tuple[str, ...]) -> str:
+    """The arch ``tilecore doctor`` checks the toolchain with when no GPU tells it one: the newest
+    of ``candidates`` the nvcc found here supports (the newest candidate when there is no nvcc,
+    so setup still runs and says what is missing)."""
+    located = locate_nvcc()
+    supported = supported_archs(located.path) if located is not None else set()
+    usable = [arch for arch in candidates if arch.rstrip("af") in supported]
+    return (usable or list(candidates))[-1]
+
+
 def find_nvcc(who: str) -> Toolchain:
     """The nvcc upstream compiles with, its version and how it was found.
 
@@ -133,4 +152,61 @@ def find_nvcc(who: str) -> Toolchain:
         found_by=found_by,
         fingerprint=f"nvcc=={version}",
         notes=tuple(notes),
+    )
+
+
+# -- setup notes: what the toolchain report says about the arch and upstream's runtimes -----------
+
+_ARCH = re.compile(r"sm_(\d+)([af]?)")
+
+
+def variant_note(arch: str) -> str | None:
+    """A warning for Hopper-or-newer archs given without the ``a``/``f`` variant, else ``None``.
+
+    For sm_90 and newer upstream's pipeline emits TMA bulk copies, ``wgmma`` and
+    warp-group register reallocation, and the emitted code static-asserts the
+    arch-specific ``sm_90a`` (``sm_100a``, ...) feature set, so plain ``sm_90``
+    fails in nvcc for such kernels; this says so at setup time instead.
+    """
+    match = _ARCH.fullmatch(arch)
+    if match is None or match.group(2) or int(match.group(1)) < 90:
+        return None
+    return (
+        f"arch {arch} has no arch-specific variant: kernels that TileLang lowers to wgmma/TMA (GEMMs, bulk copies) "
+        f"static-assert {arch}a and fail in nvcc; use arch={arch}a unless the kernels avoid those instructions"
+    )
+
+
+#: What each of upstream's CUDA execution backends needs beyond tilelang itself.
+REQUIREMENTS = {
+    "tvm_ffi": "nothing beyond tilelang",
+    "cython": "libcuda (the NVIDIA driver library) at build time",
+    "nvrtc": "cuda-python (pip install cuda-python)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionBackend:
+    """One of upstream's execution backends for a CUDA target (it owns the adapters and the call path)."""
+
+    name: str
+    available: bool
+    default: bool
+
+    def describe(self) -> str:
+        state = "default" if self.default else ("available" if self.available else "unavailable")
+        return f"{self.name} ({state}; needs {REQUIREMENTS.get(self.name, 'see upstream')})"
+
+
+def execution_backends(arch: str) -> tuple[ExecutionBackend, ...]:
+    """Upstream's CUDA execution backends for ``arch``, in upstream's order of preference."""
+    from tilelang.backend import get_backend
+    from tvm.target import Target
+
+    module = get_backend("cuda")
+    target = Target({"kind": "cuda", "arch": arch})
+    available = set(module.allowed_execution_backends(target, include_unavailable=False))
+    default = module.resolve_execution_backend("auto", target).name if available else None
+    return tuple(
+        ExecutionBackend(name, name in available, name == default) for name in module.allowed_execution_backends(target)
     )

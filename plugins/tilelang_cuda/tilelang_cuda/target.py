@@ -22,7 +22,7 @@ import os
 from collections.abc import Mapping
 
 from tilecore import Availability, TargetOption, TargetOptionError, TargetSpec, Upstream
-from tilelang_cuda import __version__, codegen, lowering, setup
+from tilelang_cuda import __version__, setup
 
 NAME = "cuda"
 OWNER = f"tilelang-cuda {__version__}"
@@ -100,6 +100,22 @@ def probe() -> Availability:
     return Availability.yes(f"{torch.cuda.get_device_name(index)} ({detect_arch()}) as cuda:{index}; nvcc {located.path}")
 
 
+#: The upstream TVM target kind this backend delegates to (upstream lowers, generates, builds, launches).
+UPSTREAM_KIND = "cuda"
+
+
+def tvm_attrs(options: Mapping[str, str]) -> dict[str, str]:
+    """TVM target attributes for resolved options: exactly what upstream builds for the same GPU,
+    so the source and the cubin cache key do not change when tilecore is active."""
+    return {"arch": options["arch"]}
+
+
+def doctor_target() -> str:
+    """The explicit target ``tilecore doctor`` checks when no arch can be detected (no GPU):
+    the newest common arch the installed nvcc supports, e.g. ``"cuda:sm_90a"``."""
+    return f"{NAME}:{setup.arch_to_check(ARCH_EXAMPLES)}"
+
+
 TARGET = TargetSpec(
     name=NAME,
     description="NVIDIA GPUs through upstream TileLang's CUDA backend (tilelang-cuda)",
@@ -107,5 +123,8 @@ TARGET = TargetSpec(
     device=device,
     probe=probe,
     priority=100,
-    upstream=Upstream(lowering.UPSTREAM_KIND, attrs=codegen.tvm_attrs),
+    upstream=Upstream(UPSTREAM_KIND, attrs=tvm_attrs),
+    # "cuda" is also tilelang's own kind: this backend takes it over on purpose (same compiler,
+    # plus arch validation, setup and profiling), and lists it in its tilecore.targets metadata.
+    replaces_builtin=True,
 )

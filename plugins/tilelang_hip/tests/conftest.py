@@ -1,4 +1,4 @@
-"""Fixtures of the tilelang-hip tests: isolated caches, the two kernels (from hip_kernels.py), and device gates."""
+"""Fixtures of the tilelang-hip tests: the two kernels (from hip_kernels.py), and device gates."""
 
 # No ``from __future__ import annotations`` here: tilelang evaluates the kernels' annotations.
 import sys
@@ -15,13 +15,6 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 
 from hip_kernels import make_add, make_gemm  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def _isolated_caches(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = tmp_path_factory.mktemp("caches")
-    monkeypatch.setenv("TILELANG_CACHE_DIR", str(root / "tilelang"))
-    monkeypatch.setenv("TILECORE_CACHE_DIR", str(root / "tilecore"))
 
 
 @pytest.fixture

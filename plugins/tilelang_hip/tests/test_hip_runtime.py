@@ -123,3 +123,10 @@ def test_hip_event_bench(rocm_device: torch.device) -> None:
     a = torch.randn(2048, 2048, device=rocm_device, dtype=torch.float16)
     samples = profiling.bench(hip(str(arch)), lambda: a @ a, warmup=5.0, rep=20.0, n_warmup=0, n_repeat=10)
     assert len(samples) == 10 and all(math.isfinite(s) and s > 0 for s in samples)
+
+
+@pytest.mark.parametrize("backend", ["cudagraph", "wall", "cupti"])
+def test_hip_bench_refuses_timing_methods_it_does_not_have(backend: str) -> None:
+    """do_bench(backend=...) is honoured or refused by name (it used to be ignored), before any device work."""
+    with pytest.raises(tilecore.TilecoreError, match=rf"target hip:arch=gfx942 \(tilelang-hip {__version__}\): do_bench\(backend='{backend}'\) is not a timing method of this backend\. Valid: event"):
+        profiling.bench(hip(), lambda: None, warmup=5.0, rep=20.0, n_warmup=0, n_repeat=1, backend=backend)

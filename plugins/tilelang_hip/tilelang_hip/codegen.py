@@ -28,10 +28,11 @@ def generate_source(func: Any, target: str | Mapping[str, Any] = "hip", pass_con
     ``pass_configs``), so the text is what a compile would hand to hipcc.
     """
     import tilelang
-    from tilelang.backend.target import determine_target
     from tvm import transform
 
-    tvm_target = determine_target(target, return_object=True)  # type: ignore[arg-type]
+    from tilecore.upstream import determine_target
+
+    tvm_target = determine_target(target)
     if tvm_target.kind.name != "hip":
         raise TargetOptionError(
             f"{DISTRIBUTION} {__version__}: generate_source makes HIP source, but target {target!r} resolves to TVM kind "

@@ -3,7 +3,7 @@
 The ``hip`` target is delegated upstream (``target.TARGET.upstream``), so
 tilecore calls no ``lower``, ``codegen`` or ``create_adapter`` hook for it:
 upstream tilelang's ROCm backend lowers, generates HIP, compiles with hipcc
-and launches (see :mod:`tilelang_hip.lowering`, :mod:`tilelang_hip.codegen`,
+and launches (see :func:`tilelang_hip.setup.upstream_backend`, :mod:`tilelang_hip.codegen`,
 :mod:`tilelang_hip.runtime`).  The hooks below are the HIP-specific
 remainder.  Importing this module stays cheap: no probing, no subprocess.
 """
@@ -11,34 +11,47 @@ remainder.  Importing this module stays cheap: no probing, no subprocess.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tilecore import ResolvedTarget, TensorParam, hookimpl
-from tilecore.supply import make_tensor
-from tilelang_hip import __version__, lowering, profiling, runtime, setup, target
+from tilecore import ResolvedTarget, TargetSpec, TensorParam, Toolchain, hookimpl
+from tilelang_hip import __version__, runtime, setup, target
 
-tilecore_api_version = "1.0"
+if TYPE_CHECKING:
+    import torch
+
+tilecore_api_version = "1.1"  # 1.1: tilecore_doctor_target
 
 
 @hookimpl
-def tilecore_declare_targets():
+def tilecore_declare_targets() -> list[TargetSpec]:
     return [target.TARGET]
 
 
 @hookimpl
-def tilecore_setup(target: ResolvedTarget):
-    lowering.upstream_backend()
+def tilecore_doctor_target(spec: Any) -> str:
+    return target.doctor_target()
+
+
+@hookimpl
+def tilecore_setup(target: ResolvedTarget) -> Toolchain:
+    setup.upstream_backend()
     return setup.find_toolchain()
 
 
 @hookimpl
-def tilecore_supply_tensor(target: ResolvedTarget, param: TensorParam, supply: str):
+def tilecore_supply_tensor(target: ResolvedTarget, param: TensorParam, supply: str) -> torch.Tensor:
+    from tilecore.supply import make_tensor  # here: torch is imported only where tensors are made
+
     return make_tensor(param, supply, runtime.require_device(target))
 
 
 @hookimpl
-def tilecore_bench(target: ResolvedTarget, fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int):
-    return profiling.bench(target, fn, warmup, rep, n_warmup, n_repeat)
+def tilecore_bench(
+    target: ResolvedTarget, fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int, backend: str
+) -> list[float]:
+    from tilelang_hip import profiling
+
+    return profiling.bench(target, fn, warmup, rep, n_warmup, n_repeat, backend)
 
 
 __all__ = ["__version__"]

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from tilecore import ResolvedTarget
+from tilecore.supply import timed_samples, timing_method
 from tilelang_hip import runtime
 
 MIB = 1 << 20
@@ -35,6 +36,10 @@ def flush_bytes(arch: str) -> int:
     return DEFAULT_FLUSH_BYTES
 
 
+#: tilelang's do_bench(backend=...) names this backend honours (HIP events; the default first).
+METHODS = ("event",)
+
+
 def event_bench(
     fn: Callable[[], Any],
     device: torch.device,
@@ -47,45 +52,35 @@ def event_bench(
 ) -> list[float]:
     """Milliseconds of each timed call of ``fn`` on ``device``, measured with device events.
 
-    Budgets follow tilelang's ``do_bench``: five flushed calls estimate the
-    cost, then ``warmup``/``rep`` milliseconds set the counts unless
-    ``n_warmup``/``n_repeat`` give them.  Works on any device torch drives
-    through ``torch.cuda`` (HIP on ROCm builds); callers check the vendor.
+    tilecore's timing loop (:func:`tilecore.supply.timed_samples`, tilelang's
+    ``do_bench`` budgets) with HIP events on the device's current stream and a
+    cache flush before every call.  Works on any device torch drives through
+    ``torch.cuda`` (HIP on ROCm builds); callers check the vendor.
     """
     with torch.cuda.device(device):
-        stream = torch.cuda.current_stream(device)
         cache = torch.empty(cache_bytes // 4, dtype=torch.int32, device=device)
-        fn()
-        torch.cuda.synchronize(device)
 
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record(stream)
-        for _ in range(5):
-            cache.zero_()
-            fn()
-        end.record(stream)
-        torch.cuda.synchronize(device)
-        # The estimate includes the flushes; that only makes the counts smaller, as upstream's does.
-        estimate_ms = max(start.elapsed_time(end) / 5, 1e-4)
-        warmups = n_warmup if n_warmup > 0 else max(1, int(warmup / estimate_ms))
-        repeats = n_repeat if n_repeat > 0 else max(1, int(rep / estimate_ms))
-        repeats = min(repeats, MAX_REPEAT)
+        def new_event() -> torch.cuda.Event:
+            return torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
 
-        for _ in range(min(warmups, MAX_REPEAT)):
-            fn()
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
-        for begin, finish in zip(starts, ends, strict=True):
-            cache.zero_()
-            begin.record(stream)
-            fn()
-            finish.record(stream)
-        torch.cuda.synchronize(device)
-        return [begin.elapsed_time(finish) for begin, finish in zip(starts, ends, strict=True)]
+        return timed_samples(
+            fn,
+            new_event=new_event,
+            synchronize=lambda: torch.cuda.synchronize(device),
+            before_each=cache.zero_,
+            warmup=warmup,
+            rep=rep,
+            n_warmup=n_warmup,
+            n_repeat=n_repeat,
+            max_repeat=MAX_REPEAT,
+        )
 
 
-def bench(target: ResolvedTarget, fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int) -> list[float]:
-    """``tilecore_bench`` for ``hip``: HIP-event timing on the checked ROCm device."""
+def bench(
+    target: ResolvedTarget, fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int, backend: str = "event"
+) -> list[float]:
+    """``tilecore_bench`` for ``hip``: HIP-event timing on the checked ROCm device; ``backend`` is validated."""
+    timing_method(target, backend, METHODS)
     device = runtime.require_device(target)
     return event_bench(
         fn, device, warmup=warmup, rep=rep, n_warmup=n_warmup, n_repeat=n_repeat, cache_bytes=flush_bytes(target["arch"])

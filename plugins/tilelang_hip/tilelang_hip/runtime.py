@@ -57,9 +57,27 @@ class TorchBuild:
 
 
 def torch_build() -> TorchBuild:
-    import torch
+    """The installed torch's build, read from ``torch/version.py`` without importing torch (~1 s),
+    so ``tilecore list`` on a machine without a ROCm build stays cheap."""
+    import sys
 
-    return TorchBuild(str(torch.__version__), getattr(torch.version, "hip", None), getattr(torch.version, "cuda", None))
+    module = sys.modules.get("torch.version")
+    if module is None:
+        import importlib.util
+
+        spec = importlib.util.find_spec("torch")
+        locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+        if not locations:
+            return TorchBuild("not installed", None, None)
+        version_spec = importlib.util.spec_from_file_location("_tilelang_hip_torch_version", f"{locations[0]}/version.py")
+        if version_spec is None or version_spec.loader is None:
+            import torch
+
+            module = torch.version
+        else:
+            module = importlib.util.module_from_spec(version_spec)
+            version_spec.loader.exec_module(module)
+    return TorchBuild(str(getattr(module, "__version__", "unknown")), getattr(module, "hip", None), getattr(module, "cuda", None))
 
 
 def normalize_arch(name: object) -> str | None:

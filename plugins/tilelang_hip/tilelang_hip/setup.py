@@ -26,6 +26,7 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tilecore import Toolchain, ToolchainError
 from tilelang_hip import DISTRIBUTION, __version__
@@ -150,3 +151,31 @@ def find_toolchain(environ: Mapping[str, str] | None = None) -> Toolchain:
         fingerprint=f"rocm=={version};hipcc={install.hipcc}",
         notes=(f"ROCm root {install.root}", f"HIP_PLATFORM={platform}"),
     )
+
+
+# -- the upstream backend this package delegates to ------------------------------------------------
+
+#: tilelang's backend module that owns TVM kind ``hip`` (pipeline ``ROCMPassPipelineBody``, HIP
+#: codegen, hipcc callback, execution adapters); tilecore calls no lower/codegen/adapter hook for it.
+UPSTREAM_BACKEND = "rocm"
+TVM_KIND = "hip"
+
+
+def upstream_backend() -> Any:
+    """tilelang's registered ``BackendModule`` for TVM kind ``hip``; a clear error if a tilelang
+    release moves or renames it (instead of "No backend registered for target kind" at compile)."""
+    from tilelang.backend import list_backends
+
+    from tilecore._version import TILELANG_REQUIREMENT
+
+    backends = list_backends()
+    found = backends.get(UPSTREAM_BACKEND)
+    if found is None or TVM_KIND not in found.target_kinds:
+        import tilelang
+
+        raise ToolchainError(
+            f"target 'hip' ({DISTRIBUTION} {__version__}) delegates to tilelang's '{UPSTREAM_BACKEND}' backend for TVM kind "
+            f"'{TVM_KIND}', which tilelang {tilelang.__version__} does not register (registered: {', '.join(sorted(backends))}). "
+            f"Install a tilelang release this package supports (pip install 'tilelang{TILELANG_REQUIREMENT}')."
+        )
+    return found

@@ -172,6 +172,15 @@ def options_from_tvm_attrs(attrs: Mapping[str, Any]) -> dict[str, str]:
     return {"arch": arch} if arch is not None else {}
 
 
+#: The architecture ``tilecore doctor`` checks the toolchain with when no GPU can be detected.
+DOCTOR_ARCH = "gfx942"
+
+
+def doctor_target() -> str:
+    """The explicit target ``tilecore doctor`` checks when no AMD GPU tells it an arch."""
+    return f"hip:{DOCTOR_ARCH}"
+
+
 TARGET = TargetSpec(
     name="hip",
     description=f"AMD GPUs through ROCm/HIP, compiled by upstream tilelang's HIP backend ({DISTRIBUTION})",
@@ -190,4 +199,7 @@ TARGET = TargetSpec(
     # Only one of hip/cuda can be available at once (the probe needs a ROCm torch build, CUDA's a CUDA build).
     priority=100,
     upstream=Upstream("hip", attrs=tvm_attrs, options_from_attrs=options_from_tvm_attrs),
+    # "hip" and "rocm" are also tilelang's own kinds: taken over on purpose (same compiler, plus
+    # arch checks, setup and profiling); both are listed in the tilecore.targets metadata.
+    replaces_builtin=True,
 )

@@ -1,6 +1,7 @@
 """Fixtures of the tilelang-tpu tests.
 
-Every test gets its own tilelang and tilecore cache directories.  The SophGo
+Every test gets its own tilelang and tilecore cache directories
+(``tilecore.testing.tilecore_isolated_caches``, from the repository's root conftest).  The SophGo
 toolchain, however, is found the way users find it: ``$PPL_PROJECT_ROOT``, an
 installed ``tpu_mlir``, or ``tilelang-tpu toolchain install``.  The install
 location is computed *before* the cache isolation and handed to the tests
@@ -28,11 +29,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 
 @pytest.fixture(autouse=True)
-def _isolated(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = tmp_path_factory.mktemp("caches")
-    monkeypatch.setenv("TILELANG_CACHE_DIR", str(root / "tilelang"))
-    monkeypatch.setenv("TILECORE_CACHE_DIR", str(root / "tilecore"))
+def _real_toolchain(tilecore_isolated_caches: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After the cache isolation (root conftest): the toolchain stays the user's installed one."""
     monkeypatch.setenv(setup.TOOLCHAIN_DIR_ENV, str(REAL_INSTALL_ROOT))
+    # Tests compile between launches (seconds on this machine): keep the emulator worker across
+    # them instead of restarting it after the 2 s default (tests of the idle stop set their own).
+    monkeypatch.setenv("TILELANG_TPU_IDLE_TIMEOUT", "30")
     monkeypatch.delenv("TILELANG_TPU_MODE", raising=False)
 
 

@@ -227,6 +227,22 @@ def _global_read_in_parallel(M: int = 64, N: int = 64) -> Any:
     return global_read
 
 
+def _stale_temporary(M: int = 64, N: int = 64) -> Any:
+    @T.prim_func
+    def stale_temporary(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            a = T.alloc_fragment((M, N), "float32")
+            b = T.alloc_fragment((M, N), "float32")
+            T.copy(A, a)
+            for i, j in T.Parallel(M, N):
+                t = a[i, j] * 2.0
+                a[i, j] = 0.0
+                b[i, j] = t  # t is the old a; recomputing it here would read the new one
+            T.copy(b, B)
+
+    return stale_temporary
+
+
 def _transpose_a(M: int = 64, N: int = 64, K: int = 64) -> Any:
     @T.prim_func
     def gemm_ta(A: T.Tensor((K, M), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
@@ -283,6 +299,7 @@ def _oversized_region(M: int = 130, BM: int = 64) -> Any:
     [
         (_scalar_store, "scalar store to a", "a[i, 0] = T.float32(1.0)"),
         (_global_read_in_parallel, "read of global tensor A inside T.Parallel", "T.parallel"),
+        (_stale_temporary, "temporary t used after a store to a buffer it reads", "T.parallel"),
         (_cumsum, "T.cumsum", "T.cumsum("),
         (_oversized_region, "T.copy region of extent 64 along dimension 1 of X", "T.copy("),
     ],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -12,7 +13,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from tilelang_tpu import profiling, setup
+from tilelang_tpu import emulator, profiling, runtime, setup
+
+from tilecore import TilecoreError
+from tilecore.artifacts import KernelFaultError
 
 pytest.importorskip("tilelang_tpu.codegen", reason="the tpu codegen (tilelang_tpu/codegen.py) is not present")
 
@@ -76,18 +80,103 @@ _CHILD = textwrap.dedent(
     kernel = tilelang.compile(add_program(64, 256, 64, 128), target="tpu", out_idx=[-1])
     a, b = torch.randn(64, 256), torch.randn(64, 256)
     assert torch.equal(kernel(a, b), a + b)
-    print("RESULT " + json.dumps({"ppl_compile_runs": runtime.ppl_compile_runs}))
+    library = kernel.adapter.launcher.adapter.library_path
+    print("RESULT " + json.dumps({"ppl_compile_runs": runtime.ppl_compile_runs, "library": library}))
     """
 )
 
 
-def test_second_process_hits_the_disk_cache(toolchain: setup.TpuToolchain) -> None:
-    runs = []
-    for _ in range(2):
-        result = subprocess.run(
-            [sys.executable, "-c", _CHILD, str(Path(__file__).parent)], capture_output=True, text=True, env=dict(os.environ), timeout=300, check=False
-        )
-        assert result.returncode == 0, result.stderr[-3000:]
-        line = next(line for line in result.stdout.splitlines() if line.startswith("RESULT "))
-        runs.append(json.loads(line.removeprefix("RESULT "))["ppl_compile_runs"])
-    assert runs == [1, 0]
+def _child() -> dict:
+    result = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(Path(__file__).parent)], capture_output=True, text=True, env=dict(os.environ), timeout=300, check=False
+    )
+    assert result.returncode == 0, f"exit {result.returncode}: {result.stderr[-3000:]}"
+    line = next(line for line in result.stdout.splitlines() if line.startswith("RESULT "))
+    return json.loads(line.removeprefix("RESULT "))
+
+
+def test_second_process_hits_the_disk_cache_and_a_damaged_library_is_rebuilt(toolchain: setup.TpuToolchain) -> None:
+    first, second = _child(), _child()
+    assert (first["ppl_compile_runs"], second["ppl_compile_runs"]) == (1, 0)
+    # The issue's scenario: the backend's library is damaged, tilelang's cache is dropped (an
+    # upgrade or a cache clear); before the fix the damaged library ran and returned garbage
+    # with exit status 0, and was copied into a fresh tilelang entry.
+    library = Path(second["library"])
+    data = library.read_bytes()
+    library.write_bytes(data[: len(data) // 2])
+    shutil.rmtree(os.environ["TILELANG_CACHE_DIR"])
+    third = _child()  # asserts the result is exact
+    assert third["ppl_compile_runs"] == 1, "the damaged library was rebuilt"
+    (copy,) = Path(os.environ["TILELANG_CACHE_DIR"]).glob("*/*/kernels/*/kernel_lib.bin")
+    assert copy.read_bytes() == Path(third["library"]).read_bytes(), "tilelang's entry holds the verified library"
+
+
+def test_a_kernel_that_faults_raises_and_leaves_every_cache(toolchain: setup.TpuToolchain) -> None:
+    kernel = tilelang.compile(add_program(64, 192, 64, 64), target="tpu", out_idx=[-1])
+    a, b = torch.randn(64, 192), torch.randn(64, 192)
+    torch.testing.assert_close(kernel(a, b), a + b, rtol=0, atol=0)
+    library = Path(kernel.adapter.launcher.adapter.library_path)
+    tilelang_entry = Path(kernel.adapter.tilelang_cache_path)
+    assert tilelang_entry.is_dir() and library.is_file()
+    runtime.close_workers()  # the next launch loads the library afresh ...
+    library.write_bytes(bytes(library.stat().st_size))  # ... and faults in the emulator
+    with pytest.raises(KernelFaultError, match=r"(?s)kernel 'main' for target tpu:chip=bm1690,mode=cmodel .*has error"):
+        kernel(a, b)
+    assert not library.parent.exists(), "the faulted library left tilelang-tpu's cache"
+    assert not tilelang_entry.exists(), "the faulted kernel left tilelang's disk cache"
+    again = tilelang.compile(add_program(64, 192, 64, 64), target="tpu", out_idx=[-1])
+    assert again is not kernel
+    torch.testing.assert_close(again(a, b), a + b, rtol=0, atol=0)
+
+
+_HOSTILE = textwrap.dedent(
+    """
+    import json, sys, threading, time, torch, tilelang
+    sys.path.insert(0, sys.argv[1])
+    from test_tpu_e2e import add_program
+    from tilelang_tpu import emulator, runtime, setup
+    kernel = tilelang.compile(add_program(64, 128, 64, 128), target="tpu", out_idx=[-1])
+    a, b = torch.randn(64, 128), torch.randn(64, 128)
+    assert torch.equal(kernel(a, b), a + b)
+    busy = len(runtime.WORKERS)
+    deadline = time.monotonic() + 60
+    while len(runtime.WORKERS) and time.monotonic() < deadline:  # idle: the emulator worker is stopped
+        time.sleep(0.1)
+    time.sleep(0.5)
+    threads = sorted(t.name for t in threading.enumerate() if t.name != "MainThread")
+    print("RESULT " + json.dumps({"workdir": str(emulator.ensure_workdir()), "ppl_root": str(setup.find_toolchain().ppl_root),
+                                  "workers_busy": busy, "workers_idle": len(runtime.WORKERS), "threads": threads}))
+    """
+)
+
+
+def test_long_tmpdir_and_a_tpu_mlir_folder_in_the_current_directory(toolchain: setup.TpuToolchain, tmp_path: Path) -> None:
+    """Before: a TMPDIR of 52+ characters killed the BM1690 emulator (``buffer overflow detected``,
+    SIGABRT, scratch dir left behind), ``./tpu_mlir/`` (here: empty) became the toolchain, and
+    the emulator's threads kept polling while the process sat idle."""
+    long_tmp = tmp_path / ("t" * 80)
+    long_tmp.mkdir()
+    project = tmp_path / "project"
+    (project / "tpu_mlir").mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if k != emulator.WORKDIR_ENV}
+    env["TMPDIR"] = str(long_tmp)
+    env["TILELANG_TPU_IDLE_TIMEOUT"] = "1"
+    result = subprocess.run(
+        [sys.executable, "-c", _HOSTILE, str(Path(__file__).parent)], cwd=project, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 0, f"exit {result.returncode}: {result.stderr[-3000:]}"
+    facts = json.loads(next(line for line in result.stdout.splitlines() if line.startswith("RESULT ")).removeprefix("RESULT "))
+    workdir = Path(facts["workdir"])
+    assert len(str(workdir)) + emulator.SOCKET_NAME_RESERVE <= 107 and not workdir.exists()
+    assert not facts["ppl_root"].startswith(str(project))
+    assert os.listdir(long_tmp) == [] and os.listdir(project) == ["tpu_mlir"], "nothing is left behind"
+    # Idle costs nothing: the worker holding the emulator's polling threads is gone, and so is the watcher.
+    assert (facts["workers_busy"], facts["workers_idle"]) == (1, 0)
+    assert "tilelang-tpu-worker-reaper" not in facts["threads"]
+
+
+def test_a_too_long_explicit_emulator_workdir_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(emulator, "_workdir", None)
+    monkeypatch.setenv(emulator.WORKDIR_ENV, str(tmp_path / ("w" * 90)))
+    with pytest.raises(TilecoreError, match=r"TPU_SCALAER_EMULATOR_WORKDIR=.*socket paths are limited to 107 bytes.*Unset it"):
+        emulator.ensure_workdir()

@@ -99,12 +99,12 @@ def _attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, caus
 
 
 @pytest.mark.parametrize(
-    ("is_causal", "dtype", "block"),
-    [(True, "float16", 128), (False, "bfloat16", 128), (True, "bfloat16", 64), (False, "float16", 64)],
+    ("is_causal", "dtype", "block", "dim"),
+    [(True, "float16", 128, 64), (False, "bfloat16", 128, 64), (True, "bfloat16", 64, 64), (False, "float16", 128, 128)],
 )
-def test_flash_attention_bshd(is_causal: bool, dtype: str, block: int) -> None:
-    """Upstream's default 128 x 128 blocks fit BM1690's local memory (dim 64)."""
-    batch, heads, seq_len, dim = 1, 2, 256, 64
+def test_flash_attention_bshd(is_causal: bool, dtype: str, block: int, dim: int) -> None:
+    """Upstream's default 128 x 128 blocks fit BM1690's local memory, at dim 64 and 128."""
+    batch, heads, seq_len = 1, 2, 256
     tdt = getattr(torch, dtype)
     kernel = tilelang.compile(
         flash_attention_kernel(batch, heads, seq_len, dim, is_causal, block, block, dtype), target="tpu", out_idx=[3]

@@ -6,9 +6,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -79,7 +82,7 @@ def test_bm1684x_worker_processes(toolchain: setup.TpuToolchain, chip_kernels: d
     torch.testing.assert_close(scale_add(a, b).float(), (a * b + a).float(), rtol=2e-3, atol=2e-3)
     y = torch.randn(100, 300).to(F16)
     torch.testing.assert_close(copy(y), y, rtol=0, atol=0)  # the workers are long-lived: reused with new data
-    assert len(runtime._workers) >= 2  # one worker per kernel library
+    assert len(runtime.WORKERS) >= 2  # one worker per kernel library
     runtime.close_workers()
 
 
@@ -162,38 +165,78 @@ _CHILD = textwrap.dedent(
     launch = Launcher(kernel, runtime.create_adapter(kernel, setup.find_toolchain()))
     x = torch.randn(100, 300).to(torch.float16)
     assert torch.equal(launch(x), x)
-    print("RESULT " + json.dumps({"pid": os.getpid(), "workdir": os.environ["TPU_SCALAER_EMULATOR_WORKDIR"]}))
+    from tilelang_tpu import emulator
+    print("RESULT " + json.dumps({"pid": os.getpid(), "workdir": str(emulator.ensure_workdir())}))
     """
 )
 
 
-def _emulator_entries(pid: int) -> list[str]:
-    names = os.listdir("/tmp")
-    return [n for n in names if n == str(pid) or n.startswith((f"{pid}-", f"server_{pid}_", f"client_{pid}_"))]
+_EMULATOR_ENTRY = re.compile(r"^(\d+(-\d+)?|(server|client)_\d+_\d+)$")
+
+
+def _emulator_entries() -> set[str]:
+    """Per-process entries the emulator writes to /tmp when no scratch directory is set."""
+    return {n for n in os.listdir("/tmp") if _EMULATOR_ENTRY.match(n)}
 
 
 def test_emulator_leaves_nothing_in_tmp(toolchain: setup.TpuToolchain, ppl: Callable[[str], str], tmp_path: Path) -> None:
     source = tmp_path / "copy.pl"
     source.write_text(ppl("copy_f16_odd.pl"))
     env = {k: v for k, v in os.environ.items() if k != "TPU_SCALAER_EMULATOR_WORKDIR"}
+    before = _emulator_entries()
     result = subprocess.run([sys.executable, "-c", _CHILD, str(source)], capture_output=True, text=True, env=env, timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     line = next(line for line in result.stdout.splitlines() if line.startswith("RESULT "))
     facts = json.loads(line.removeprefix("RESULT "))
     workdir = Path(facts["workdir"])
-    assert workdir.name.startswith("tilelang-tpu-emulator-")
+    assert workdir.name.startswith(f"tlt-{facts['pid']}-")
     assert not workdir.exists(), "the private emulator workdir must be removed at exit"
-    assert _emulator_entries(facts["pid"]) == [], "the emulator wrote per-process entries to /tmp"
+    assert _emulator_entries() - before == set(), "the emulator wrote per-process entries to /tmp"
 
 
 def test_stale_scratch_dirs_of_dead_processes_are_removed(tmp_path: Path) -> None:
     from tilelang_tpu import emulator
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
-    stale = tmp_path / f"tilelang-tpu-emulator-{int(dead.stdout)}-abc"
-    live = tmp_path / f"tilelang-tpu-emulator-{os.getpid()}-def"
+    stale = tmp_path / f"tlt-{int(dead.stdout)}-abc"
+    live = tmp_path / f"tlt-{os.getpid()}-def"
     other = tmp_path / "unrelated-dir"
     for folder in (stale / "123-0", live, other):
         folder.mkdir(parents=True)
     assert emulator.remove_stale_workdirs(tmp_path) == [stale]
     assert not stale.exists() and live.is_dir() and other.is_dir()
+
+
+def test_idle_workers_are_stopped(toolchain: setup.TpuToolchain, chip_kernels: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: the emulator's threads polled (about a core for BM1690) for the life of the process.
+    Now the worker holding them stops after the idle timeout, and the next launch starts a new one."""
+    monkeypatch.setenv(runtime.IDLE_TIMEOUT_ENV, "2")
+    launch = _launcher(chip_kernels["copy"]("bm1690"), toolchain)
+    x = torch.randn(100, 300).to(F16)
+    output = launch(x)
+    pids = [w._process.pid for w in runtime.WORKERS._workers.values()]
+    torch.testing.assert_close(output, x, rtol=0, atol=0)
+    assert pids
+    deadline = time.monotonic() + 30
+    while (len(runtime.WORKERS) or any(os.path.exists(f"/proc/{pid}") for pid in pids)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(runtime.WORKERS) == 0, "idle workers were not stopped"
+    assert not any(os.path.exists(f"/proc/{pid}") for pid in pids), "an idle worker process is still alive"
+    time.sleep(0.5)
+    assert not [t for t in threading.enumerate() if t.name == "tilelang-tpu-worker-reaper"], "the reaper thread outlived the workers"
+    torch.testing.assert_close(launch(x), x, rtol=0, atol=0)  # a fresh worker serves the next launch
+
+
+def test_worker_pool_is_bounded(toolchain: setup.TpuToolchain, chip_kernels: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    if toolchain.missing_libraries("bm1684x"):
+        pytest.skip(f"toolchain lacks the BM1684X cmodel: {toolchain.missing_libraries('bm1684x')}")
+    monkeypatch.setattr(runtime, "MAX_WORKERS", 1)
+    copy = _launcher(chip_kernels["copy"]("bm1684x"), toolchain)
+    scale_add = _launcher(chip_kernels["scale_add"]("bm1684x"), toolchain)
+    x = torch.randn(100, 300).to(F16)
+    a, b = torch.randn(130, 700).to(F16), torch.randn(130, 700).to(F16)
+    for _ in range(2):
+        torch.testing.assert_close(copy(x), x, rtol=0, atol=0)
+        torch.testing.assert_close(scale_add(a, b).float(), (a * b + a).float(), rtol=2e-3, atol=2e-3)
+        assert len(runtime.WORKERS) == 1
+    runtime.close_workers()

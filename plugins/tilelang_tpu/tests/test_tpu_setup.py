@@ -6,10 +6,13 @@ import importlib.metadata
 import json
 import os
 import stat
+import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
+import filelock
 import pytest
 from tilelang_tpu import cli, setup
 
@@ -230,3 +233,155 @@ def test_discovery_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("PPL_PROJECT_ROOT", str(sdk))
     found = setup.discover()
     assert found.found_by == "$PPL_PROJECT_ROOT (no envsetup.sh; used as is)" and found.ppl_root == sdk
+
+
+# ----------------------------------------------------------------------------------------
+# Never a toolchain from the current directory (issue 11, item 7)
+# ----------------------------------------------------------------------------------------
+
+
+def _hijacking_tpu_mlir(folder: Path, marker: Path) -> None:
+    """A ``tpu_mlir`` in ``folder`` whose ppl-compile would record that it was executed."""
+    ppl = folder / "tpu_mlir" / "cross_toolchains" / "ppl_compile"
+    _fake_sdk(ppl, with_libs=False)
+    (ppl / "bin" / "ppl-compile").write_text(f"#!/bin/sh\ntouch {marker}\nexit 0\n")
+    info = folder / "tpu_mlir-6.6.6.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tpu_mlir\nVersion: 6.6.6\n")
+    (info / "top_level.txt").write_text("tpu_mlir\n")
+
+
+@pytest.mark.parametrize("kind", ["empty", "hijacking"])
+def test_tpu_mlir_in_the_current_directory_is_never_the_toolchain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    workdir = tmp_path / "project"
+    workdir.mkdir()
+    marker = tmp_path / "executed"
+    if kind == "empty":
+        (workdir / "tpu_mlir").mkdir()
+    else:
+        _hijacking_tpu_mlir(workdir, marker)
+    monkeypatch.delenv("PPL_PROJECT_ROOT", raising=False)
+    monkeypatch.chdir(workdir)
+    for entry in ("", ".", str(workdir)):  # how `python -c`, `python -m` and a script in the folder see it
+        monkeypatch.syspath_prepend(entry)
+        assert setup.tpu_mlir_package() is None or not str(setup.tpu_mlir_package()[0]).startswith(str(workdir))
+    found = setup.discover()
+    assert str(workdir) not in str(found.ppl_root) and "6.6.6" not in found.found_by
+    assert not marker.exists()
+
+
+# ----------------------------------------------------------------------------------------
+# envsetup.sh hardening (issue 11, item 11)
+# ----------------------------------------------------------------------------------------
+
+
+def test_listing_never_runs_envsetup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tilelang_tpu.target import probe
+
+    sdk = _fake_sdk(tmp_path / "sdk")
+    marker = tmp_path / "sourced"
+    _envsetup(sdk, f"touch {marker}\n" + GOOD_ENVSETUP)
+    monkeypatch.setenv("PPL_PROJECT_ROOT", str(sdk))
+    availability = probe()
+    assert not marker.exists(), "the availability probe (tilecore list) sourced envsetup.sh"
+    assert "not run for this listing" in availability.reason
+    setup.find_toolchain()  # compiling and doctor do run it
+    assert marker.exists()
+
+
+def test_hanging_envsetup_is_killed_with_its_children_and_the_failure_is_memoised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sdk = _fake_sdk(tmp_path / "sdk")
+    pids, runs = tmp_path / "pids", tmp_path / "runs"
+    _envsetup(sdk, f"echo run >> {runs}\nsleep 300 &\necho $! > {pids}\nsleep 300\n")
+    monkeypatch.setenv("PPL_PROJECT_ROOT", str(sdk))
+    monkeypatch.setenv(setup.ENVSETUP_TIMEOUT_ENV, "1")
+    for _ in range(2):  # the second caller (doctor after list, setup after the probe) does not wait again
+        with pytest.raises(ToolchainError, match=r"did not finish within 1 s; it and everything it started were stopped"):
+            setup.find_toolchain()
+    assert runs.read_text().count("run") == 1
+    child = int(pids.read_text())
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(child), "the script's background child was left running"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_world_writable_sdk_is_warned_about(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    sdk = _fake_sdk(tmp_path / "sdk")
+    _envsetup(sdk, GOOD_ENVSETUP)
+    sdk.chmod(0o777)
+    monkeypatch.setenv("PPL_PROJECT_ROOT", str(sdk))
+    with caplog.at_level("WARNING", logger="tilelang_tpu"):
+        found = setup.discover()
+    assert any("world-writable" in w and str(sdk) in w for w in found.warnings)
+    assert any("world-writable" in note for note in found.as_toolchain().notes)
+    assert "chmod o-w" in caplog.text
+
+
+# ----------------------------------------------------------------------------------------
+# `toolchain install`: progress and one install at a time (issue 12)
+# ----------------------------------------------------------------------------------------
+
+
+def test_install_shows_progress_for_download_and_unpacking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    wheel = _fake_wheel(tmp_path)
+    monkeypatch.setenv("TILELANG_TPU_PROGRESS", "1")
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    fetched = cli.fetch(wheel.as_uri(), downloads)  # the direct download path, from a local file source
+    assert fetched.read_bytes() == wheel.read_bytes()
+    monkeypatch.setenv(setup.TOOLCHAIN_DIR_ENV, str(tmp_path / "toolchains"))
+    assert cli.main(["toolchain", "install", "--wheel", str(fetched)]) == 0
+    err = capsys.readouterr().err
+    assert f"downloading {wheel.name}" in err and f"unpacking {wheel.name}" in err and "100%" in err
+
+
+_INSTALL = "import sys; from tilelang_tpu import cli; sys.exit(cli.main(['toolchain', 'install', '--wheel', sys.argv[1]]))"
+
+
+def test_a_second_install_waits_for_the_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+
+    wheel = _fake_wheel(tmp_path)
+    root = tmp_path / "toolchains"
+    root.mkdir()
+    monkeypatch.setenv(setup.TOOLCHAIN_DIR_ENV, str(root))
+    lock = filelock.FileLock(str(root / ".install-9.9.9.lock"))
+    with lock:  # this test is the first install
+        second = subprocess.Popen([sys.executable, "-c", _INSTALL, str(wheel)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert second.stdout is not None
+        assert "is running; waiting for it" in second.stdout.readline()
+        cli._install_locked("9.9.9", wheel, force=False)
+    out, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err
+    assert "already installed" in out and "unpacking" not in err, "the second install unpacked again"
+
+
+_TILECORE = "import sys; from tilecore.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def test_tilecore_list_and_doctor_with_a_hanging_envsetup(tmp_path: Path) -> None:
+    """Before: `tilecore list` sourced envsetup.sh; a hanging one made it take 60+ s and left the
+    script's child running; doctor paid the timeout again."""
+    sdk = _fake_sdk(tmp_path / "sdk")
+    runs, pids = tmp_path / "runs", tmp_path / "pids"
+    _envsetup(sdk, f"echo run >> {runs}\nsleep 300 &\necho $! > {pids}\nsleep 300\n")
+    env = {**os.environ, "PPL_PROJECT_ROOT": str(sdk), setup.ENVSETUP_TIMEOUT_ENV: "2"}
+    listing = subprocess.run([sys.executable, "-c", _TILECORE, "list"], env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert "tpu" in listing.stdout, listing.stdout + listing.stderr
+    assert not runs.exists(), "tilecore list executed envsetup.sh"
+    doctor = subprocess.run([sys.executable, "-c", _TILECORE, "doctor", "--target", "tpu"], env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert "did not finish within 2 s" in doctor.stdout + doctor.stderr, doctor.stdout + doctor.stderr
+    assert runs.read_text().count("run") == 1, "the failure was not memoised: doctor ran the script twice"
+    child = int(pids.read_text())
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(child), "the script's background child was left running (orphan)"

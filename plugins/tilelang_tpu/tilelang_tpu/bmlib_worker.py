@@ -1,5 +1,6 @@
-"""BM1684X execution: one long-lived worker process per kernel library, driving ``libbmlib.so``.
+"""BM1684X execution through ``libbmlib.so``: one emulator worker process per kernel library.
 
+Runs inside an emulator worker process (:mod:`tilelang_tpu.worker`, stdlib only).
 Why a process per library: the BM1684X cmodel build of bmlib takes the kernel
 library from ``TPUKERNEL_FIRMWARE_PATH`` when the device is requested
 (``bm_dev_request``) and looks kernel functions up with ``dlsym`` in *that*
@@ -7,25 +8,14 @@ library, not in the module ``tpu_kernel_load_module_file`` loaded.  Without the
 variable a launch dereferences a NULL function pointer.  So a process can run
 the kernels of one library only, and the first library would win for every
 later kernel.  Each kernel library therefore gets its own worker, started on
-first use with ``TPUKERNEL_FIRMWARE_PATH`` set to it and kept for the life of
-the parent; the worker is stdlib-only (no torch) so it starts quickly.
-
-Protocol (the worker's stdin/stdout pipes; its stdout is moved away from fd 1
-first, so the cmodel's chatter, which goes to fd 1, lands in its stderr log):
-
-* request: a JSON header line ``{"sizes": [...]}`` followed by the tensors'
-  bytes concatenated, in parameter order;
-* reply: ``{"ok": true}`` plus every tensor's bytes, or ``{"ok": false,
-  "error": "..."}``.
+first use with ``TPUKERNEL_FIRMWARE_PATH`` set to it.
 """
 
 from __future__ import annotations
 
 import ctypes
-import json
 import os
-import sys
-from typing import BinaryIO
+from collections.abc import Sequence
 
 
 class _Device(ctypes.Structure):
@@ -76,13 +66,16 @@ class Bmlib:
         if self._function < 0:
             raise RuntimeError(f"tpu_kernel_get_function({symbol}) failed: {self._function}")
         self._symbol = symbol
+        self._library = module_path
 
     @staticmethod
     def _check(status: int, call: str) -> None:
         if status != 0:
             raise RuntimeError(f"{call} failed with bm_status {status}")
 
-    def run(self, buffers: list[bytearray]) -> None:
+    def run(self, library: str, symbol: str, buffers: Sequence[bytearray]) -> None:
+        if (library, symbol) != (self._library, self._symbol):
+            raise RuntimeError(f"this BM1684X worker runs {self._symbol} of {self._library} only, not {symbol} of {library}")
         memories: list[DeviceMemory] = []
         try:
             for buffer in buffers:
@@ -106,52 +99,3 @@ def _address(buffer: bytearray) -> int:
     return ctypes.addressof((ctypes.c_char * len(buffer)).from_buffer(buffer))
 
 
-def _read_exact(stream: BinaryIO, size: int) -> bytearray:
-    buffer = bytearray(size)
-    view = memoryview(buffer)
-    done = 0
-    while done < size:
-        got = stream.readinto(view[done:])
-        if not got:
-            raise EOFError("parent closed the pipe")
-        done += got
-    return buffer
-
-
-def serve(library_dir: str, module_path: str, symbol: str, requests: BinaryIO, replies: BinaryIO) -> None:
-    try:
-        device = Bmlib(library_dir, module_path, symbol)
-    except Exception as err:
-        replies.write(json.dumps({"ok": False, "error": f"worker start-up: {err}"}).encode() + b"\n")
-        replies.flush()
-        return
-    replies.write(b'{"ok": true, "ready": true}\n')
-    replies.flush()
-    while True:
-        header = requests.readline()
-        if not header:
-            return
-        buffers = [_read_exact(requests, size) for size in json.loads(header)["sizes"]]
-        try:
-            device.run(buffers)
-        except Exception as err:
-            replies.write(json.dumps({"ok": False, "error": str(err)}).encode() + b"\n")
-        else:
-            replies.write(b'{"ok": true}\n')
-            for buffer in buffers:
-                replies.write(buffer)
-        replies.flush()
-
-
-def main() -> None:
-    library_dir, module_path, symbol = sys.argv[1:4]
-    # Keep the protocol on a private duplicate of stdout, then point fd 1 at stderr so that
-    # C-level prints of the cmodel ("begin to cmodel init...") cannot corrupt replies.
-    replies = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    serve(library_dir, module_path, symbol, sys.stdin.buffer, replies)
-
-
-if __name__ == "__main__":
-    main()

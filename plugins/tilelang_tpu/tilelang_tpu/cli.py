@@ -1,12 +1,16 @@
 """The ``tilelang-tpu`` command: ``toolchain install`` and ``toolchain info``.
 
-``toolchain install`` fetches SophGo's ``tpu_mlir`` wheel with pip into a
-private temporary directory (``--no-deps --ignore-requires-python``: the
-wheel's metadata pins Python 3.10, and none of its Python code is used),
-unpacks only what compiling PPL and running the emulators need (see
+``toolchain install`` asks pip where SophGo's ``tpu_mlir`` wheel is (``pip
+install --dry-run --report``, so pip's index settings apply;
+``--no-deps --ignore-requires-python``: the wheel's metadata pins Python 3.10,
+and none of its Python code is used), downloads it into a private temporary
+directory with a progress bar (``pip download`` does it when pip cannot name
+the URL), unpacks only what compiling PPL and running the emulators need (see
 :data:`KEEP_PREFIXES` and :data:`KEEP_LIBRARIES`, about 183 MiB of the 906 MiB
-package) into a staging folder next to the destination, and publishes it with
-one rename.  Running it again is a no-op.
+package; with a progress bar too) into a staging folder next to the
+destination, and publishes it with one rename.  One install per version runs
+at a time (a file lock); a second one waits and then finds the toolchain
+installed.  Running it again is a no-op.
 """
 
 from __future__ import annotations
@@ -19,10 +23,17 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
+from typing import Any
+
+import filelock
 
 from tilecore import ToolchainError
 from tilecore.paths import private_tempdir, publish_dir
@@ -68,22 +79,36 @@ def _safe_member(name: str) -> PurePosixPath:
     return path
 
 
+def _progress(total: int, description: str, unit: str = "B") -> Any:
+    """A tqdm bar on stderr (bytes scaled to KB/MB/GB); quiet when stderr is not a terminal
+    unless ``TILELANG_TPU_PROGRESS=1``."""
+    from tqdm import tqdm  # type: ignore[import-untyped]
+
+    forced = os.environ.get("TILELANG_TPU_PROGRESS") == "1"
+    return tqdm(
+        total=total or None, desc=description, unit=unit, unit_scale=unit == "B", unit_divisor=1024 if unit == "B" else 1000,
+        disable=False if forced else None, file=sys.stderr, mininterval=0.2, leave=True,
+    )  # fmt: skip
+
+
 def extract(wheel: Path, staging: Path) -> tuple[int, int]:
-    """Unpack the kept members of ``wheel`` into ``staging``; returns (files, bytes)."""
+    """Unpack the kept members of ``wheel`` into ``staging`` (with a progress bar); returns (files, bytes)."""
     count = total = 0
     with zipfile.ZipFile(wheel) as archive:
-        for info in archive.infolist():
-            if not _wanted(info.filename):
-                continue
-            target = staging / _safe_member(info.filename)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with archive.open(info) as source, open(target, "wb") as sink:
-                shutil.copyfileobj(source, sink, 1 << 20)
-            mode = (info.external_attr >> 16) & 0o777
-            if mode:
-                target.chmod(mode | stat.S_IRUSR)
-            count += 1
-            total += info.file_size
+        members = [info for info in archive.infolist() if _wanted(info.filename)]
+        with _progress(sum(m.file_size for m in members), f"unpacking {wheel.name}") as bar:
+            for info in members:
+                target = staging / _safe_member(info.filename)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with archive.open(info) as source, open(target, "wb") as sink:
+                    while chunk := source.read(1 << 20):
+                        sink.write(chunk)
+                        bar.update(len(chunk))
+                mode = (info.external_attr >> 16) & 0o777
+                if mode:
+                    target.chmod(mode | stat.S_IRUSR)
+                count += 1
+                total += info.file_size
     # Wheels often carry no mode bits: make the compiler and scripts executable explicitly.
     bin_dir = staging / _PPL / "bin"
     if not (bin_dir / "ppl-compile").is_file():
@@ -93,11 +118,48 @@ def extract(wheel: Path, staging: Path) -> tuple[int, int]:
     return count, total
 
 
+def _pip(*arguments: str) -> list[str]:
+    return [sys.executable, "-m", "pip", *arguments, "--disable-pip-version-check"]
+
+
+def resolve_wheel_url(version: str) -> str | None:
+    """The URL pip would download ``tpu_mlir==version`` from (pip's own index settings apply),
+    or ``None`` if pip cannot say without downloading (then pip downloads it itself)."""
+    command = _pip("install", "--dry-run", "--quiet", "--report", "-", "--no-deps", "--ignore-requires-python",
+                   "--only-binary=:all:", "--ignore-installed", f"{PACKAGE}=={version}")  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
+    if result.returncode != 0:
+        return None
+    try:
+        report = json.loads(result.stdout)
+        return str(report["install"][0]["download_info"]["url"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
+def fetch(url: str, into: Path) -> Path:
+    """Download ``url`` (http(s) or file) into ``into`` with a progress bar; returns the file."""
+    name = PurePosixPath(urllib.parse.urlparse(url).path).name
+    if not _WHEEL_NAME.match(name):
+        raise ToolchainError(f"{url} does not name a tpu_mlir wheel")
+    target = into / name
+    with urllib.request.urlopen(url, timeout=60) as response, open(target, "wb") as sink:
+        length = int(response.headers.get("Content-Length") or 0)
+        with _progress(length, f"downloading {name}") as bar:
+            while chunk := response.read(1 << 20):
+                sink.write(chunk)
+                bar.update(len(chunk))
+    return target
+
+
 def _download(version: str, into: Path) -> Path:
-    command = [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--ignore-requires-python",
-        "--only-binary=:all:", "--disable-pip-version-check", f"{PACKAGE}=={version}", "-d", str(into),
-    ]  # fmt: skip
+    url = resolve_wheel_url(version)
+    if url is not None:
+        try:
+            return fetch(url, into)
+        except (OSError, urllib.error.URLError) as err:
+            print(f"direct download of {url} failed ({err}); letting pip download it", file=sys.stderr)
+    command = _pip("download", "--no-deps", "--ignore-requires-python", "--only-binary=:all:", f"{PACKAGE}=={version}", "-d", str(into))
     print(f"downloading {PACKAGE}=={version} with pip (about 312 MB) ...", flush=True)
     result = subprocess.run(command, check=False)
     if result.returncode != 0:
@@ -111,26 +173,53 @@ def _download(version: str, into: Path) -> Path:
     return wheels[0]
 
 
+#: How long a second `toolchain install` waits for a running one before giving up (seconds).
+INSTALL_LOCK_TIMEOUT_S = 3600.0
+
+
 def install(version: str = TOOLCHAIN_WHEEL_VERSION, wheel: Path | None = None, force: bool = False) -> Path:
-    """Install the toolchain; returns the published ``tpu_mlir`` folder."""
+    """Install the toolchain; returns the published ``tpu_mlir`` folder.
+
+    One install per version at a time: a second concurrent install waits on a
+    file lock and then finds the toolchain the first one published (nothing is
+    downloaded twice).
+    """
     if wheel is not None:
         match = _WHEEL_NAME.match(wheel.name)
         if not wheel.is_file() or match is None:
             raise ToolchainError(f"--wheel {wheel}: not a tpu_mlir-<version>-*.whl file")
         version = match["version"]
+    install_root().mkdir(parents=True, exist_ok=True, mode=0o700)
+    lock = filelock.FileLock(str(install_root() / f".install-{version}.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except filelock.Timeout:
+        print(f"another `{INSTALL_COMMAND}` of tpu_mlir {version} is running; waiting for it (lock {lock.lock_file}) ...", flush=True)
+        try:
+            lock.acquire(timeout=INSTALL_LOCK_TIMEOUT_S)
+        except filelock.Timeout:
+            raise ToolchainError(
+                f"another `{INSTALL_COMMAND}` held {lock.lock_file} for more than {INSTALL_LOCK_TIMEOUT_S:.0f} s. "
+                "If none is running, delete that file and retry."
+            ) from None
+    try:
+        return _install_locked(version, wheel, force)
+    finally:
+        lock.release()
+
+
+def _install_locked(version: str, wheel: Path | None, force: bool) -> Path:
     destination = install_root() / version
     package = destination / PACKAGE
     if package.is_dir() and not force:
         from_install(package)  # raises if an earlier install is incomplete
         print(f"tpu_mlir {version} toolchain already installed in {destination}")
         return package
-    install_root().mkdir(parents=True, exist_ok=True, mode=0o700)
     started = time.perf_counter()
     with private_tempdir("tilelang-tpu-download-") as download:
         source = wheel if wheel is not None else _download(version, download)
-        staging = install_root() / f".staging-{version}-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
-        try:
+        with tempfile.TemporaryDirectory(prefix=f".staging-{version}-", dir=install_root(), ignore_cleanup_errors=True) as name:
+            staging = Path(name)
             count, total = extract(source, staging)
             manifest = {"tpu_mlir": version, "wheel": source.name, "installed_by": f"tilelang-tpu {__version__}", "files": count, "bytes": total}
             (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
@@ -138,8 +227,6 @@ def install(version: str = TOOLCHAIN_WHEEL_VERSION, wheel: Path | None = None, f
             if force and destination.exists():
                 shutil.rmtree(destination)
             publish_dir(staging, destination)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
     print(f"installed tpu_mlir {version} toolchain: {count} files, {total / 2**20:.0f} MiB in {destination} ({time.perf_counter() - started:.1f} s)")
     return package
 
@@ -164,6 +251,7 @@ def info(as_json: bool) -> int:
         "chips": chips,
         "env": dict(toolchain.env),
         "install_root": str(install_root()),
+        "warnings": list(toolchain.warnings),
     }
     if as_json:
         print(json.dumps(data, indent=2))
@@ -171,10 +259,12 @@ def info(as_json: bool) -> int:
     print(f"PPL toolchain {toolchain.version}")
     print(f"  found by:     {toolchain.found_by}")
     print(f"  ppl-compile:  {toolchain.ppl_compile}")
-    print(f"  libraries:    {', '.join(data['library_dirs']) or '<none>'}")
+    print(f"  libraries:    {', '.join(str(d) for d in toolchain.library_dirs) or '<none>'}")
     for chip, facts in chips.items():
         state = "ready" if not facts["missing_libraries"] else "missing " + ", ".join(facts["missing_libraries"])
         print(f"  {chip:8s}      --chip {facts['chip_code']}, emulator {state}")
+    for warning in toolchain.warnings:
+        print(f"  WARNING: {warning}")
     for name, value in toolchain.env.items():
         print(f"  env {name}={value}")
     return 0

@@ -36,19 +36,30 @@ def _stores(em: Emitter, body: Any, loop: Any) -> list[Any]:
     from tvm import tirx
 
     values: dict[Any, Any] = {}
+    stale: set[str] = set()  # temporaries whose inputs a later store overwrote
     out: list[Any] = []
     pending = [body]
     while pending:
         stmt = pending.pop(0)
         if isinstance(stmt, tirx.SeqStmt):
             pending = list(stmt.seq) + pending
-        elif isinstance(stmt, getattr(tirx, "Bind", ())):
+            continue
+        for var in [v for v in values if v.name in stale and _mentions_var(stmt, v)]:
+            raise em.fail(
+                f"temporary {var.name} used after a store to a buffer it reads",
+                loop,
+                hint="bind the temporary after the store, or store into another tile",
+            )
+        if isinstance(stmt, getattr(tirx, "Bind", ())):
             values[stmt.var] = tirx.stmt_functor.substitute(stmt.value, values)
         elif isinstance(stmt, getattr(tirx, "LetStmt", ())):
             values[stmt.var] = tirx.stmt_functor.substitute(stmt.value, values)
             pending.insert(0, stmt.body)
         elif isinstance(stmt, tirx.BufferStore):
             out.append(tirx.stmt_functor.substitute(stmt, values) if values else stmt)
+            # Substitution re-reads a temporary's inputs where it is used: that is only its
+            # bound value while no store in between overwrites them.
+            stale.update(v.name for v, value in values.items() if _reads(value, stmt.buffer.data))
         else:
             raise em.fail(
                 f"{type(stmt).__name__} inside T.Parallel",
@@ -159,6 +170,8 @@ def _global_store(em: Emitter, store: Any, loop_vars: list[Any], extents: list[i
     for off, d, size in zip(offsets, dom, g.shape, strict=True):
         if em.analyzer.can_prove(tirx.LE(off + d, tirx.const(size, "int32"))):
             real.append(str(d))
+        elif not em.analyzer.can_prove(tirx.LT(off, tirx.const(size, "int32"))):
+            raise em.fail(f"T.Parallel store to {store.buffer.name} whose region may start outside it (at {off})", loop)
         else:
             n = em.fresh("n")
             em.emit(f"int {n} = min({d}, {size} - ({em.expr(off)}));")
@@ -168,6 +181,24 @@ def _global_store(em: Emitter, store: Any, loop_vars: list[Any], extents: list[i
     lshape = em.dim4var(to4([r for r, d in zip(real, dom, strict=True) if d != 1] or ["1"]), "lshp")
     zero = em.dim4var(["0", "0", "0", "0"], "lzero")
     em.emit(f"dma::store({em.global_view(store.buffer.data, 'lanes')}.sub_view({gshape}, {goff}), {name}.sub_view({lshape}, {zero}));")
+
+
+def _reads(e: Any, data: Any) -> bool:
+    from tvm import tirx
+
+    found: list[Any] = []
+    tirx.stmt_functor.post_order_visit(
+        tirx.Evaluate(e), lambda n: found.append(n) if isinstance(n, tirx.BufferLoad) and n.buffer.data.same_as(data) else None
+    )
+    return bool(found)
+
+
+def _mentions_var(stmt: Any, var: Any) -> bool:
+    from tvm import tirx
+
+    found: list[Any] = []
+    tirx.stmt_functor.post_order_visit(stmt, lambda n: found.append(n) if isinstance(n, tirx.Var) and n.same_as(var) else None)
+    return bool(found)
 
 
 def _mentions(e: Any, var: Any) -> bool:

@@ -1,47 +1,57 @@
 """The emulator's scratch directory.
 
-SophGo's BM1690 emulator (``libcdm_daemon_emulator`` behind ``libtpuv7_rt``)
-keeps per-process scratch state on disk: a ``<pid>/`` folder, ``<pid>-0..7/``
-folders (one per emulated core) and unix sockets ``server_<pid>_<n>`` /
-``client_<pid>_<n>``, about 33 entries per process.  Their parent is read from
-``TPU_SCALAER_EMULATOR_WORKDIR`` (the library's own spelling) when the runtime
-initialises, and is ``/tmp`` otherwise.
+SophGo's emulators (``libcdm_daemon_emulator`` behind ``libtpuv7_rt``, the
+BM1684X cmodel) keep per-process scratch state on disk: a ``<pid>/`` folder,
+``<pid>-0..7/`` folders (one per emulated core) and unix sockets
+``server_<pid>_<n>`` / ``client_<pid>_<n>``, about 33 entries per process.
+Their parent is read from ``TPU_SCALAER_EMULATOR_WORKDIR`` (the library's own
+spelling) when the runtime initialises, and is ``/tmp`` otherwise.
 
-:func:`ensure_workdir` points it at a private directory created for this
-process and removed at exit, *before* the runtime library is loaded.  If the
-user already set the variable, their directory is used and left alone.  The
-emulator also always creates the FIFO ``/tmp/sg_wakeup_stream`` (a fixed,
-shared name that no setting moves); that one entry stays in ``/tmp``.
-Directories of processes that died without running their exit handlers are
-removed by the next process that starts the emulator
-(:func:`remove_stale_workdirs`).
-
-:func:`captured_output` keeps the runtime's start-up chatter (about 20
-lines printed by C code) out of the user's terminal; it goes to a log in the
-scratch directory, quoted in errors.
+:func:`ensure_workdir` creates a private directory for this process (removed
+at exit) and the emulator worker processes get it through that variable.  Unix
+socket paths are limited to 107 bytes, and the emulator does not check: a
+scratch directory of about 90 characters (a ``$TMPDIR`` of 52, as pytest's
+``tmp_path`` or a CI job folder easily is) makes it die with ``buffer overflow
+detected`` (``SIGABRT``).  So the directory is a short one (``tlt-<pid>-XXXXXXXX``)
+under the first of ``$TMPDIR``, ``$XDG_RUNTIME_DIR`` and ``/tmp`` that leaves
+:data:`SOCKET_NAME_RESERVE` bytes for the emulator's names, and a
+``TPU_SCALAER_EMULATOR_WORKDIR`` the user set that is too long is refused with
+an error saying so.  The emulator also always creates the FIFO
+``/tmp/sg_wakeup_stream`` (a fixed, shared name that no setting moves); that
+one entry stays in ``/tmp``.  Directories of processes that died without
+running their exit handlers are removed by the next process that starts the
+emulator (:func:`remove_stale_workdirs`).
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
-import ctypes
 import os
 import shutil
-import sys
 import tempfile
 import threading
-from collections.abc import Iterator
 from pathlib import Path
+
+from tilecore import TilecoreError
+from tilecore.paths import UNIX_SOCKET_PATH_MAX, socket_scratch_parent
 
 #: Spelled as SophGo's emulator spells it ("SCALAER").
 WORKDIR_ENV = "TPU_SCALAER_EMULATOR_WORKDIR"
 #: The FIFO the emulator always creates, whatever the workdir.
 WAKEUP_FIFO = "/tmp/sg_wakeup_stream"
+#: Bytes kept free below the scratch directory for the emulator's socket names
+#: (``/<pid>-<core>/server_<pid>_<n>`` is at most about 35 with 7-digit pids).
+SOCKET_NAME_RESERVE = 40
 
-_PREFIX = "tilelang-tpu-emulator-"
+_PREFIX = "tlt-"
 _lock = threading.Lock()
 _workdir: Path | None = None
+
+
+def _where() -> str:
+    from tilelang_tpu.target import owner
+
+    return f"target 'tpu' ({owner()}): the SophGo emulator"
 
 
 def ensure_workdir() -> Path:
@@ -52,14 +62,20 @@ def ensure_workdir() -> Path:
             return _workdir
         explicit = os.environ.get(WORKDIR_ENV)
         if explicit:
+            if len(explicit) > UNIX_SOCKET_PATH_MAX - SOCKET_NAME_RESERVE:
+                raise TilecoreError(
+                    f"{_where()} creates unix sockets under {WORKDIR_ENV}={explicit!r} ({len(explicit)} characters); socket "
+                    f"paths are limited to {UNIX_SOCKET_PATH_MAX} bytes, so it must be at most "
+                    f"{UNIX_SOCKET_PATH_MAX - SOCKET_NAME_RESERVE} characters. Unset it (tilelang-tpu then picks a short "
+                    "private directory) or point it at a shorter path."
+                )
             _workdir = Path(explicit)
             _workdir.mkdir(parents=True, exist_ok=True)
             return _workdir
-        remove_stale_workdirs()
-        path = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-"))
-        # The emulator reads the variable with getenv() when it initialises, so it must be in
-        # this process's environment (and is inherited by the BM1684X workers).
-        os.environ[WORKDIR_ENV] = str(path)
+        name_length = len(f"/{_PREFIX}{os.getpid()}-") + 8
+        parent = socket_scratch_parent(name_length + SOCKET_NAME_RESERVE, _where())
+        remove_stale_workdirs(parent)
+        path = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=parent))
         atexit.register(_remove, path)
         _workdir = path
         return path
@@ -89,7 +105,7 @@ def remove_stale_workdirs(parent: Path | None = None) -> list[Path]:
     alive is removed by the next process that starts the emulator.
     """
     parent = Path(tempfile.gettempdir()) if parent is None else parent
-    removed = []
+    removed: list[Path] = []
     for entry in parent.glob(f"{_PREFIX}*"):
         pid_text = entry.name.removeprefix(_PREFIX).split("-", 1)[0]
         try:
@@ -100,32 +116,3 @@ def remove_stale_workdirs(parent: Path | None = None) -> list[Path]:
             shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry)
     return removed
-
-
-@contextlib.contextmanager
-def captured_output(log: Path) -> Iterator[None]:
-    """Send whatever is written to file descriptors 1 and 2 meanwhile to ``log``.
-
-    For the runtime's start-up chatter, printed by C code (``[ap] ...`` lines on
-    stderr, ``device id:0 / 1`` on stdout).  Python's and C's stdio buffers are
-    flushed on both sides of the switch, so nothing written before lands in the
-    log and nothing written inside leaks out later.
-    """
-    libc = ctypes.CDLL(None)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    libc.fflush(None)
-    saved = [os.dup(1), os.dup(2)]
-    try:
-        with open(log, "ab") as sink:
-            os.dup2(sink.fileno(), 1)
-            os.dup2(sink.fileno(), 2)
-            try:
-                yield
-            finally:
-                libc.fflush(None)
-                os.dup2(saved[0], 1)
-                os.dup2(saved[1], 2)
-    finally:
-        for fd in saved:
-            os.close(fd)

@@ -121,8 +121,9 @@ def _annotate_declared_params(mod: Any) -> Any:
 
 def _passes(mod: Any, dummy: Any) -> Any:
     import tilelang.transform as tl
-    from tilelang.backend.pass_pipeline.pipeline_utils import should_force_let_inline
     from tvm import tirx
+
+    from tilecore.upstream import should_force_let_inline
 
     mod = tirx.transform.BindTarget(dummy)(mod)
     # T.Kernel grid -> serial loops over the block indices (a TPU core walks the grid).

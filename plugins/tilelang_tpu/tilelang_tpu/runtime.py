@@ -8,9 +8,15 @@ against the chip's emulator library (``libtpuv7_emulator`` for BM1690,
 source, chip, mode, toolchain version and plugin version, and published with one
 rename so concurrent processes never see half a build.
 
-Launch: :class:`Bm1690Adapter` (in-process, :mod:`tilelang_tpu.tpuv7`) and
-:class:`Bm1684xAdapter` (a worker process per library,
-:mod:`tilelang_tpu.bmlib_worker`; see there for why).
+Reuse: the library is verified against the SHA-256 recorded when it was built
+(:mod:`tilecore.artifacts`) and rebuilt if it does not match.
+
+Launch: in emulator worker processes (:mod:`tilelang_tpu.worker`, see there
+for why), one for every BM1690 library and one per BM1684X library, stopped
+after :func:`idle_timeout` seconds without a launch.  A fault the emulator
+reports (on its output, as ``has error``, while every call returns 0) or a
+worker that dies becomes :class:`tilecore.artifacts.KernelFaultError` naming the
+target and the kernel; the library is then dropped from the cache.
 """
 
 from __future__ import annotations
@@ -22,23 +28,25 @@ import json
 import logging
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import torch
 
 from tilecore import CompiledKernel, TilecoreError, ToolchainError
-from tilecore.paths import atomic_write, cache_dir, publish_dir
+from tilecore.artifacts import Artifact, ArtifactStore, KernelFaultError
+from tilecore.host_compiler import find_host_compiler
+from tilecore.paths import cache_dir
 from tilelang_tpu import __version__, abi, emulator
 from tilelang_tpu.setup import TpuToolchain
-from tilelang_tpu.target import PCIE_UNSUPPORTED
+from tilelang_tpu.target import DIST, PCIE_UNSUPPORTED
 
 logger = logging.getLogger("tilelang_tpu")
 
@@ -65,13 +73,19 @@ class LocalMemoryError(PplCompileError):
 
 @dataclass(frozen=True)
 class Build:
-    """A kernel library and how it was obtained (seconds are 0 for a cache hit)."""
+    """A verified kernel library and how it was obtained (seconds are 0 for a cache hit)."""
 
     library: Path
     cached: bool
     seconds: float
     ppl_compile_seconds: float = 0.0
     link_seconds: float = 0.0
+    key: str = ""
+    artifact: Artifact | None = None
+
+
+#: Kernel libraries: ``<tilecore cache>/tpu/kernels/<key>/`` (built once, verified at each reuse).
+STORE = ArtifactStore("tpu", "kernels")
 
 
 def _where(chip: str, mode: str, name: str) -> str:
@@ -85,19 +99,6 @@ def library_name(key: str) -> str:
     confuse two kernel libraries that share a file name within one process (the second
     one launched runs with the first one's code)."""
     return f"libtpukernel-{key[:24]}.so"
-
-
-def unique_library(path: Path) -> Path:
-    """``path`` itself if its name came from :func:`library_name`, else a content-addressed
-    copy of it in the user cache (tilelang's disk cache stores every library as
-    ``kernel_lib.bin``, which would collide, see :func:`library_name`)."""
-    if path.name.startswith("libtpukernel-") and path.suffix == ".so":
-        return path
-    data = path.read_bytes()
-    copy = cache_dir("tpu", "libraries") / library_name(hashlib.sha256(data).hexdigest())
-    if not copy.is_file():
-        atomic_write(copy, data)
-    return copy
 
 
 def cache_key(source: str, chip: str, mode: str, toolchain: TpuToolchain) -> str:
@@ -118,14 +119,7 @@ def check_entry(source: str, name: str, where: str) -> str:
 
 
 def _compiler() -> str:
-    explicit = os.environ.get("CC")
-    found = shutil.which(explicit) if explicit else (shutil.which("gcc") or shutil.which("cc"))
-    if found is None:
-        raise ToolchainError(
-            f"target 'tpu' (tilelang-tpu {__version__}) links kernel libraries with a host C compiler and found none "
-            f"({'CC=' + explicit if explicit else 'gcc or cc on PATH'}). Install one (apt-get install gcc) or set CC."
-        )
-    return found
+    return find_host_compiler("c", f"target 'tpu' ({DIST} {__version__})").path
 
 
 def _keep_failure(key: str, source: str, log: str) -> Path:
@@ -183,38 +177,39 @@ def _link(device_c: Path, output: Path, chip: str, toolchain: TpuToolchain, key:
 
 
 def build(source: str, name: str, chip: str, mode: str, toolchain: TpuToolchain) -> Build:
-    """The kernel library for ``source`` (from the disk cache when present)."""
+    """The kernel library for ``source``: reused from the disk cache when its recorded
+    SHA-256 matches, else built (once, under a lock shared by concurrent processes)."""
     where = _where(chip, mode, name)
     if mode != "cmodel":
         raise ToolchainError(PCIE_UNSUPPORTED)
     check_entry(source, name, where)
     key = cache_key(source, chip, mode, toolchain)
-    final = cache_dir("tpu", "kernels") / key
-    library = final / library_name(key)
-    if library.is_file():
-        logger.debug("%s: disk cache hit %s", where, library)
-        return Build(library, True, 0.0)
-    started = time.perf_counter()
-    staging = cache_dir("tpu", "kernels") / f".staging-{key}-{os.getpid()}-{threading.get_ident()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(mode=0o700)
-    try:
+    filename = library_name(key)
+
+    def make(staging: Path) -> dict[str, object]:
+        started = time.perf_counter()
         source_path = staging / SOURCE
         source_path.write_text(source)
         device_c = _ppl_compile(source_path, staging / "gen", chip, toolchain, key, source, where)
         compiled = time.perf_counter()
-        _link(device_c, staging / library.name, chip, toolchain, key, source, where)
+        _link(device_c, staging / filename, chip, toolchain, key, source, where)
         linked = time.perf_counter()
         manifest = {"name": name, "entry": abi.launch_symbol(name), "chip": chip, "mode": mode, "toolchain": toolchain.version, "plugin": __version__}
         (staging / "build.json").write_text(json.dumps(manifest, indent=2) + "\n")
-        if final.exists() and not library.is_file():
-            shutil.rmtree(final, ignore_errors=True)  # an incomplete entry (e.g. an older layout)
-        publish_dir(staging, final)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    seconds = time.perf_counter() - started
-    logger.debug("%s: built %s in %.3f s", where, library, seconds)
-    return Build(library, False, seconds, compiled - started, linked - compiled)
+        return {"ppl_compile_seconds": compiled - started, "link_seconds": linked - compiled}
+
+    artifact = STORE.obtain(key, filename, make, what=where)
+    if not artifact.built:
+        logger.debug("%s: verified disk cache hit %s", where, artifact.path)
+        return Build(artifact.path, True, 0.0, key=key, artifact=artifact)
+    details = artifact.details
+    return Build(artifact.path, False, artifact.seconds, float(details["ppl_compile_seconds"]), float(details["link_seconds"]), key, artifact)
+
+
+def forget(build: Build) -> None:
+    """Drop ``build``'s library from the disk cache (its kernel faulted): never reused again."""
+    if build.key:
+        STORE.discard(build.key)
 
 
 # ----------------------------------------------------------------------------------------
@@ -222,76 +217,117 @@ def build(source: str, name: str, chip: str, mode: str, toolchain: TpuToolchain)
 # ----------------------------------------------------------------------------------------
 
 
-class Bm1690Adapter:
-    """Runs a BM1690 kernel library in this process through ``libtpuv7_rt`` (emulator)."""
+#: A worker idle this long (seconds) is stopped: its emulator threads poll while it lives.
+IDLE_TIMEOUT_ENV = "TILELANG_TPU_IDLE_TIMEOUT"
+DEFAULT_IDLE_TIMEOUT_S = 2.0
+#: At most this many workers live at once (BM1684X needs one per kernel library); the least
+#: recently used idle one is stopped to make room.
+MAX_WORKERS = 4
+#: What SophGo's runtimes print when a kernel faults while every runtime call still returns 0.
+FAULT_LINE = re.compile(r"^.*(?:has error|ERROR: ASSERT|assert(?:ion)? fail).*$", re.MULTILINE | re.IGNORECASE)
 
-    chip = "bm1690"
-    mode = "cmodel"
 
-    def __init__(self, kernel: CompiledKernel, library: Path, toolchain: TpuToolchain) -> None:
-        from tilelang_tpu.tpuv7 import Tpuv7Runtime
-
-        self.library_path = str(library)
-        self._where = _where(self.chip, self.mode, kernel.name)
-        self._runtime = Tpuv7Runtime.get(toolchain, self._where)
-        self._module = self._runtime.load(library, self._where)
-        self._symbol = abi.launch_symbol(kernel.name)
-        self._types = abi.slot_ctypes([(p.dtype, not p.shape) for p in kernel.params])
-
-    def __call__(self, *tensors: torch.Tensor | int | float) -> None:
-        self._runtime.run(self._module, self._symbol, tensors, self._where, self._types)
+def idle_timeout() -> float:
+    text = os.environ.get(IDLE_TIMEOUT_ENV, "")
+    try:
+        return max(float(text), 0.0) if text else DEFAULT_IDLE_TIMEOUT_S
+    except ValueError:
+        raise TilecoreError(f"target 'tpu' ({DIST} {__version__}): {IDLE_TIMEOUT_ENV}={text!r} is not a number of seconds.") from None
 
 
 class _Worker:
-    """Parent side of one :mod:`tilelang_tpu.bmlib_worker` process."""
+    """Parent side of one emulator worker process (:mod:`tilelang_tpu.worker`)."""
 
-    def __init__(self, library: Path, symbol: str, toolchain: TpuToolchain, where: str) -> None:
-        libraries = toolchain.require_libraries("bm1684x")
-        self._where = where
+    def __init__(self, chip: str, arguments: list[str], toolchain: TpuToolchain, where: str) -> None:
+        libraries = toolchain.require_libraries(chip)
+        library_dir = next(iter(libraries.values())).parent
         self._lock = threading.Lock()
+        self.busy = 0
+        self.last_used = time.monotonic()
         workdir = emulator.ensure_workdir()
-        self._log_path = Path(workdir) / f"bm1684x-worker-{os.getpid()}-{id(self):x}.log"
+        self._log_path = Path(workdir) / f"{chip}-worker-{os.getpid()}-{id(self):x}.log"
         env = toolchain.process_env()
-        env["TPUKERNEL_FIRMWARE_PATH"] = str(library)  # read by bm_dev_request: this worker's one library
+        env[emulator.WORKDIR_ENV] = str(workdir)
+        if chip == "bm1684x":
+            env["TPUKERNEL_FIRMWARE_PATH"] = arguments[0]  # read by bm_dev_request: this worker's one library
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH", "")]))
         self._log: IO[bytes] = open(self._log_path, "wb")  # noqa: SIM115 - lives as long as the worker
-        command = [sys.executable, "-m", "tilelang_tpu.bmlib_worker", str(libraries["libbmlib.so"].parent), str(library), symbol]
-        self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=env, cwd=workdir)
+        command = [sys.executable, "-m", "tilelang_tpu.worker", chip, str(library_dir), *arguments]
+        # Own session: a Ctrl-C in the terminal interrupts the user's process, which then stops the worker.
+        self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=env, cwd=workdir, start_new_session=True)
         assert self._process.stdin is not None and self._process.stdout is not None
         self._requests, self._replies = self._process.stdin, self._process.stdout
-        self._expect_ok("start-up")
+        try:
+            # A BM1684X worker loads its kernel library at start-up: failing there is that kernel's fault.
+            self._expect_ok("start-up", where, fault=chip == "bm1684x")
+        except BaseException:
+            self.close()
+            raise
 
-    def _log_tail(self) -> str:
-        with contextlib.suppress(OSError):
-            return self._log_path.read_text(errors="replace")[-2000:]
+    @property
+    def alive(self) -> bool:
+        return self._process.poll() is None
+
+    def _log_text(self, offset: int = 0) -> str:
+        with contextlib.suppress(OSError), open(self._log_path, "rb") as handle:
+            handle.seek(offset)
+            return handle.read().decode(errors="replace")
         return ""
 
-    def _expect_ok(self, stage: str) -> None:
+    def _fail(self, message: str, where: str, fault: bool, offset: int = 0) -> TilecoreError:
+        output = self._log_text(offset).strip()[-2000:]
+        text = f"{where}: {message}." + (f" The emulator's output:\n{output}" if output else "")
+        return KernelFaultError(text) if fault else TilecoreError(text)
+
+    def _expect_ok(self, stage: str, where: str, fault: bool, offset: int = 0) -> None:
         line = self._replies.readline()
         if not line:
-            code = self._process.wait(timeout=30)
-            raise TilecoreError(f"{self._where}: the BM1684X worker process exited (status {code}) during {stage}. Its output:\n{self._log_tail()}")
+            try:
+                code = self._process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                code = self._process.wait()
+            status = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+            raise self._fail(f"the emulator worker process died ({status}) during {stage}", where, fault, offset)
         reply = json.loads(line)
         if not reply.get("ok"):
-            raise TilecoreError(f"{self._where}: the BM1684X worker failed during {stage}: {reply.get('error')}. Its output:\n{self._log_tail()}")
+            raise self._fail(f"the emulator reported an error during {stage}: {reply.get('error')}", where, fault, offset)
 
-    def run(self, tensors: tuple[torch.Tensor, ...]) -> None:
+    def run(self, library: Path, symbol: str, tensors: tuple[torch.Tensor, ...], where: str, scalars: Sequence[Any] = ()) -> None:
         sizes = [t.numel() * t.element_size() for t in tensors]
         with self._lock:
+            offset = self._log_path.stat().st_size if self._log_path.exists() else 0
             try:
-                self._requests.write(json.dumps({"sizes": sizes}).encode() + b"\n")
+                header: dict[str, Any] = {"library": str(library), "symbol": symbol, "sizes": sizes}
+                if scalars:
+                    header["scalars"] = list(scalars)  # [slot, dtype, value] of each scalar parameter (abi.py)
+                self._requests.write(json.dumps(header).encode() + b"\n")
                 for tensor, size in zip(tensors, sizes, strict=True):
                     if size:
                         self._requests.write(_bytes_of(tensor))
                 self._requests.flush()
             except BrokenPipeError:
-                raise TilecoreError(f"{self._where}: the BM1684X worker process is gone. Its output:\n{self._log_tail()}") from None
-            self._expect_ok("launch")
-            for tensor, size in zip(tensors, sizes, strict=True):
-                if size:
-                    data = self._replies.read(size)
-                    if len(data) != size:
-                        raise TilecoreError(f"{self._where}: the BM1684X worker sent a short reply. Its output:\n{self._log_tail()}")
+                raise self._fail("the emulator worker process is gone", where, True, offset) from None
+            self._expect_ok(f"the launch of {symbol}", where, fault=True, offset=offset)
+            outputs = []
+            for size in sizes:
+                data = self._replies.read(size) if size else b""
+                if len(data) != size:
+                    raise self._fail("the emulator worker sent a short reply", where, True, offset)
+                outputs.append(data)
+            faults = FAULT_LINE.findall(self._log_text(offset))
+            if faults:
+                # The runtime returned success but reported a fault on its error channel: the
+                # outputs are garbage, so they are not handed back.
+                lines = "\n".join(dict.fromkeys(line.strip() for line in faults))
+                raise KernelFaultError(
+                    f"{where}: the SophGo emulator reported a fault while running {symbol} although every runtime call "
+                    f"returned success:\n{lines}\nThe outputs were discarded and the kernel library is dropped from the "
+                    "cache. This is a bug in the tpu codegen or in a hand-written kernel; please report it with the source "
+                    "(kernel.get_kernel_source())."
+                )
+            for tensor, data in zip(tensors, outputs, strict=True):
+                if data:
                     _bytes_of(tensor)[:] = data
 
     def close(self) -> None:
@@ -302,66 +338,169 @@ class _Worker:
         except subprocess.TimeoutExpired:
             self._process.kill()
             self._process.wait()
+        with contextlib.suppress(OSError):
+            self._replies.close()
         self._log.close()
+        with contextlib.suppress(OSError):
+            self._log_path.unlink()
 
 
 def _bytes_of(tensor: torch.Tensor) -> memoryview:
     """A writable byte view of a contiguous host tensor's storage (no copy)."""
-    return memoryview(tensor.reshape(-1).view(torch.uint8).numpy())
+    return tensor.reshape(-1).view(torch.uint8).numpy().data
 
 
-_workers: dict[str, _Worker] = {}
-_workers_lock = threading.Lock()
+class WorkerPool:
+    """The emulator workers of this process: started on first use, stopped when idle.
+
+    A reaper thread, alive only while workers are, stops every worker that has
+    not run a kernel for :func:`idle_timeout` seconds, so an idle process costs
+    no CPU; the next launch starts a fresh worker (about 0.1-0.3 s).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._workers: dict[tuple[str, ...], _Worker] = {}
+        self._reaper: threading.Thread | None = None
+        self._exit_hook = False
+
+    def __len__(self) -> int:
+        return len(self._workers)
+
+    def run(self, key: tuple[str, ...], chip: str, arguments: list[str], toolchain: TpuToolchain,
+            library: Path, symbol: str, tensors: tuple[torch.Tensor, ...], where: str, scalars: Sequence[Any] = ()) -> None:  # fmt: skip
+        with self._lock:
+            worker = self._workers.get(key)
+            if worker is not None and not worker.alive:
+                worker.close()
+                del self._workers[key]
+                worker = None
+            if worker is None:
+                self._make_room()
+                if not self._exit_hook:
+                    # Registered after the scratch directory's removal, so it runs before it (atexit is LIFO).
+                    emulator.ensure_workdir()
+                    atexit.register(self.close)
+                    self._exit_hook = True
+                worker = self._workers[key] = _Worker(chip, arguments, toolchain, where)
+            worker.busy += 1
+            if self._reaper is None and idle_timeout() > 0:
+                self._reaper = threading.Thread(target=self._reap, name="tilelang-tpu-worker-reaper", daemon=True)
+                self._reaper.start()
+        try:
+            worker.run(library, symbol, tensors, where, scalars)
+        except KernelFaultError:
+            with self._lock:
+                if self._workers.get(key) is worker:
+                    del self._workers[key]  # a worker whose emulator faulted is not reused
+            worker.close()
+            raise
+        finally:
+            with self._lock:
+                worker.busy -= 1
+                worker.last_used = time.monotonic()
+
+    def _make_room(self) -> None:
+        idle = sorted((w.last_used, k) for k, w in self._workers.items() if not w.busy)
+        while len(self._workers) >= MAX_WORKERS and idle:
+            self._workers.pop(idle.pop(0)[1]).close()
+
+    def _reap(self) -> None:
+        with self._lock:
+            while self._workers:
+                timeout = idle_timeout()
+                now = time.monotonic()
+                for key, worker in list(self._workers.items()):
+                    if not worker.busy and now - worker.last_used >= timeout:
+                        del self._workers[key]
+                        worker.close()
+                if self._workers:
+                    self._lock.wait(timeout=max(timeout / 2, 0.05))
+            self._reaper = None
+
+    def close(self) -> None:
+        """Stop every worker of this process (also run at exit)."""
+        with self._lock:
+            workers = list(self._workers.values())
+            self._workers.clear()
+            self._lock.notify_all()
+        for worker in workers:
+            worker.close()
 
 
-def _worker(library: Path, symbol: str, toolchain: TpuToolchain, where: str) -> _Worker:
-    with _workers_lock:
-        worker = _workers.get(str(library))
-        if worker is None:
-            if not _workers:
-                # Registered after the scratch directory's removal, so it runs before it (atexit is LIFO).
-                emulator.ensure_workdir()
-                atexit.register(close_workers)
-            worker = _workers[str(library)] = _Worker(library, symbol, toolchain, where)
-        return worker
+WORKERS = WorkerPool()
 
 
 def close_workers() -> None:
-    """Stop every BM1684X worker of this process (also run at exit)."""
-    with _workers_lock:
-        for worker in _workers.values():
-            worker.close()
-        _workers.clear()
+    """Stop every emulator worker of this process (also run at exit)."""
+    WORKERS.close()
 
 
-class Bm1684xAdapter:
-    """Runs a BM1684X kernel library in its own worker process through ``libbmlib`` (cmodel)."""
+class EmulatorAdapter:
+    """Runs a kernel library on SophGo's emulator in a worker process (see :mod:`tilelang_tpu.worker`)."""
 
-    chip = "bm1684x"
+    chip = ""
     mode = "cmodel"
 
-    def __init__(self, kernel: CompiledKernel, library: Path, toolchain: TpuToolchain) -> None:
-        self.library_path = str(library)
+    def __init__(self, kernel: CompiledKernel, build: Build, toolchain: TpuToolchain) -> None:
+        self.library_path = str(build.library)
+        self._build = build
+        self._toolchain = toolchain
         self._where = _where(self.chip, self.mode, kernel.name)
-        self._worker = _worker(library, abi.launch_symbol(kernel.name), toolchain, self._where)
+        self._symbol = abi.launch_symbol(kernel.name)
+        #: slot -> dtype of each scalar parameter (a 0-d param, passed as a Python number)
+        self._scalars = {i: str(p.dtype).removeprefix("torch.") for i, p in enumerate(kernel.params) if not p.shape}
+        toolchain.require_libraries(self.chip)
 
-    def __call__(self, *tensors: torch.Tensor) -> None:
-        self._worker.run(tensors)
+    def _key(self) -> tuple[tuple[str, ...], list[str]]:
+        raise NotImplementedError
+
+    def __call__(self, *args: torch.Tensor | int | float) -> None:
+        key, arguments = self._key()
+        tensors = tuple(a for a in args if isinstance(a, torch.Tensor))
+        scalars = [[i, self._scalars[i], args[i]] for i in self._scalars]
+        try:
+            WORKERS.run(key, self.chip, arguments, self._toolchain, self._build.library, self._symbol, tensors, self._where, scalars)
+        except KernelFaultError:
+            forget(self._build)
+            raise
+
+
+class Bm1690Adapter(EmulatorAdapter):
+    """BM1690 through ``libtpuv7_rt``: one worker runs every BM1690 library of this process."""
+
+    chip = "bm1690"
+
+    def _key(self) -> tuple[tuple[str, ...], list[str]]:
+        return ("bm1690",), []
+
+
+class Bm1684xAdapter(EmulatorAdapter):
+    """BM1684X through ``libbmlib``: one worker per kernel library (see :mod:`tilelang_tpu.bmlib_worker`)."""
+
+    chip = "bm1684x"
+
+    def _key(self) -> tuple[tuple[str, ...], list[str]]:
+        return ("bm1684x", str(self._build.library)), [str(self._build.library), self._symbol]
 
 
 ADAPTERS = {"bm1690": Bm1690Adapter, "bm1684x": Bm1684xAdapter}
 
 
-def create_adapter(kernel: CompiledKernel, toolchain: TpuToolchain) -> Bm1690Adapter | Bm1684xAdapter:
-    """Build (or reuse) ``kernel``'s library and wrap it in the chip's adapter."""
+def create_adapter(kernel: CompiledKernel, toolchain: TpuToolchain) -> EmulatorAdapter:
+    """Build (or reuse, verified) ``kernel``'s library and wrap it in the chip's adapter.
+
+    On a tilelang disk-cache hit ``kernel.library_path`` is tilelang's copy of the
+    library: it is never loaded itself (nothing says it is intact); the verified
+    library of the same key is, and the copy is repaired if it differs.
+    """
     chip, mode = kernel.target["chip"], kernel.target["mode"]
     if mode != "cmodel":
         raise ToolchainError(PCIE_UNSUPPORTED)
-    if kernel.library_path is not None:
-        library = unique_library(Path(kernel.library_path))
-    else:
-        library = build(kernel.source, kernel.name, chip, mode, toolchain).library
-    return ADAPTERS[chip](kernel, library, toolchain)
+    built = build(kernel.source, kernel.name, chip, mode, toolchain)
+    if kernel.library_path is not None and built.artifact is not None:
+        ArtifactStore.repair_copy(Path(kernel.library_path), built.artifact)
+    return ADAPTERS[chip](kernel, built, toolchain)
 
 
-__all__ = ["Bm1684xAdapter", "Bm1690Adapter", "Build", "LocalMemoryError", "PplCompileError", "build", "create_adapter"]
+__all__ = ["Bm1684xAdapter", "Bm1690Adapter", "Build", "EmulatorAdapter", "LocalMemoryError", "PplCompileError", "build", "close_workers", "create_adapter"]

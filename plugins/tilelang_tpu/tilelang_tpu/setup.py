@@ -12,7 +12,8 @@ broken that is an error (never a silent fall-through to the next source):
    directory itself is used (the layout of ``tpu_mlir``'s
    ``cross_toolchains/ppl_compile``).
 2. An installed ``tpu_mlir`` distribution, located from its metadata without
-   importing any of its Python code.
+   importing any of its Python code, on ``sys.path`` minus the current
+   directory (a ``./tpu_mlir/`` is never a toolchain).
 3. A toolchain unpacked by ``tilelang-tpu toolchain install`` under
    :func:`install_root` (``$TILELANG_TPU_TOOLCHAIN_DIR``, default
    ``<tilecore cache>/tpu/toolchain``).
@@ -20,12 +21,18 @@ broken that is an error (never a silent fall-through to the next source):
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import importlib.machinery
 import importlib.metadata
-import importlib.util
 import json
+import logging
 import os
 import shutil
+import signal
+import stat
 import subprocess
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +40,8 @@ from pathlib import Path
 from tilecore import Toolchain, ToolchainError
 from tilecore.paths import cache_root
 from tilelang_tpu.target import CHIPS, DIST, FALLBACK_CHIP_CODES, TARGET_NAME, owner
+
+logger = logging.getLogger("tilelang_tpu")
 
 #: The tpu_mlir release `tilelang-tpu toolchain install` fetches by default.
 TOOLCHAIN_WHEEL_VERSION = "1.30.2"
@@ -47,7 +56,9 @@ RUNTIME_LIBRARIES: Mapping[str, tuple[str, ...]] = {
 
 #: Variables bash sets by itself; never part of what an envsetup.sh exported.
 _SHELL_NOISE = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
-_ENVSETUP_TIMEOUT_S = 60
+#: How long an envsetup.sh may run (seconds; ``$TILELANG_TPU_ENVSETUP_TIMEOUT`` overrides).
+ENVSETUP_TIMEOUT_ENV = "TILELANG_TPU_ENVSETUP_TIMEOUT"
+DEFAULT_ENVSETUP_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -60,6 +71,8 @@ class TpuToolchain:
     found_by: str
     library_dirs: tuple[Path, ...]
     env: Mapping[str, str] = field(default_factory=dict)
+    #: Problems worth a warning that do not stop the toolchain from working (shown by doctor).
+    warnings: tuple[str, ...] = ()
 
     @property
     def include_dir(self) -> Path:
@@ -111,6 +124,7 @@ class TpuToolchain:
             f"ppl-compile: {self.ppl_compile}",
             f"runtime libraries: {', '.join(map(str, self.library_dirs)) or '<none>'}",
             f"emulator chips: {', '.join(chips) or '<none>'}",
+            *(f"WARNING: {warning}" for warning in self.warnings),
         )
         return Toolchain(
             name="ppl-compile",
@@ -128,43 +142,80 @@ class TpuToolchain:
 # ----------------------------------------------------------------------------------------
 
 
+def envsetup_timeout() -> float:
+    text = os.environ.get(ENVSETUP_TIMEOUT_ENV, "")
+    try:
+        return float(text) if text else DEFAULT_ENVSETUP_TIMEOUT_S
+    except ValueError:
+        raise ToolchainError(f"target {TARGET_NAME!r} ({owner()}): {ENVSETUP_TIMEOUT_ENV}={text!r} is not a number of seconds.") from None
+
+
+def world_writable(script: Path) -> list[str]:
+    """The script and the folders above it (up to the SDK root's parent) that anyone may modify.
+
+    A folder with the sticky bit (like /tmp) only lets owners replace their own
+    files, so it does not count.
+    """
+    found = []
+    for path in (script, script.parent, script.parent.parent):
+        with contextlib.suppress(OSError):
+            mode = path.stat().st_mode
+            if mode & stat.S_IWOTH and not (path.is_dir() and mode & stat.S_ISVTX):
+                found.append(str(path))
+    return found
+
+
 def source_envsetup(script: Path, base_env: Mapping[str, str] | None = None) -> dict[str, str]:
     """Variables ``script`` exports (new or changed), found by sourcing it in a ``bash`` subprocess.
 
     The script runs with ``base_env`` (default: this process's environment)
-    and its own directory as working directory; its output goes to stderr,
-    which is quoted in the error if it fails.
+    and its own directory as working directory, in its own process group: if
+    it does not finish within :func:`envsetup_timeout` seconds the whole group
+    (the script and anything it started) is killed, so nothing is left running.
+    Its output goes to stderr, which is quoted in the error if it fails.
     """
     where = f"target {TARGET_NAME!r} ({owner()})"
     bash = shutil.which("bash")
     if bash is None:
         raise ToolchainError(f"{where}: sourcing {script} needs bash, which is not on PATH. Install bash or unset PPL_PROJECT_ROOT.")
     base = dict(os.environ if base_env is None else base_env)
+    timeout = envsetup_timeout()
     # `source` runs in this shell so its exports reach `env -0`; the script's own output goes to
     # stderr so that stdout carries only the NUL-separated environment.
     command = 'source "$1" >&2 || exit $?; env -0'
+    process = subprocess.Popen(
+        [bash, "--noprofile", "--norc", "-c", command, "tilelang-tpu-envsetup", str(script)],
+        cwd=script.parent,
+        env=base,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # its own process group, killed as a whole on timeout
+    )
     try:
-        result = subprocess.run(
-            [bash, "--noprofile", "--norc", "-c", command, "tilelang-tpu-envsetup", str(script)],
-            cwd=script.parent,
-            env=base,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=_ENVSETUP_TIMEOUT_S,
-            check=False,
-        )
+        stdout, stderr_bytes = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise ToolchainError(f"{where}: sourcing {script} did not finish within {_ENVSETUP_TIMEOUT_S} s. Fix the script or unset PPL_PROJECT_ROOT.") from None
-    if result.returncode != 0:
-        stderr = result.stderr.decode(errors="replace").strip()[-2000:]
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
         raise ToolchainError(
-            f"{where}: sourcing {script} (from PPL_PROJECT_ROOT) failed with exit status {result.returncode}"
+            f"{where}: sourcing {script} (from PPL_PROJECT_ROOT) did not finish within {timeout:g} s; it and everything it "
+            f"started were stopped. Fix the script, raise {ENVSETUP_TIMEOUT_ENV}, or unset PPL_PROJECT_ROOT."
+        ) from None
+    finally:
+        # Whatever the script left running in the background is not ours to keep.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+    if process.returncode != 0:
+        stderr = stderr_bytes.decode(errors="replace").strip()[-2000:]
+        raise ToolchainError(
+            f"{where}: sourcing {script} (from PPL_PROJECT_ROOT) failed with exit status {process.returncode}"
             + (f":\n{stderr}\n" if stderr else ". ")
             + "Fix the script, point PPL_PROJECT_ROOT at a working PPL SDK, or unset it to use an installed "
             f"tpu_mlir or `{INSTALL_COMMAND}`."
         )
     exported: dict[str, str] = {}
-    for item in result.stdout.split(b"\0"):
+    for item in stdout.split(b"\0"):
         name, eq, value = item.decode(errors="surrogateescape").partition("=")
         if not eq or not name or name in _SHELL_NOISE or name.startswith("BASH_FUNC_"):
             continue
@@ -235,7 +286,9 @@ def _tpu_mlir_env(package: Path) -> dict[str, str]:
     return {"PPL_PROJECT_ROOT": str(ppl_root), "PPL_RUNTIME_PATH": str(ppl_root / "deps")}
 
 
-def from_ppl_project_root(value: str) -> TpuToolchain:
+def from_ppl_project_root(value: str, source_scripts: bool = True) -> TpuToolchain:
+    """The SDK at ``$PPL_PROJECT_ROOT``; with ``source_scripts=False`` (listing) its
+    ``envsetup.sh`` is not run and the directory is used as it is."""
     where = f"target {TARGET_NAME!r} ({owner()})"
     root = Path(value).expanduser()
     if not root.is_absolute():
@@ -246,9 +299,20 @@ def from_ppl_project_root(value: str) -> TpuToolchain:
     if not root.is_dir():
         raise ToolchainError(f"{where}: PPL_PROJECT_ROOT={value!r} is not a directory. Point it at a PPL SDK, or unset it to use `{INSTALL_COMMAND}`.")
     script = root / "envsetup.sh"
-    if script.is_file():
+    warnings: list[str] = []
+    if script.is_file() and source_scripts:
+        writable = world_writable(script)
+        if writable:
+            warnings.append(
+                f"{', '.join(writable)} {'is' if len(writable) == 1 else 'are'} world-writable: anyone on this machine can change "
+                f"what tilelang-tpu executes when it sources {script}. Run `chmod o-w` on {'it' if len(writable) == 1 else 'them'}."
+            )
+            logger.warning("%s: %s", where, warnings[-1])
         env = source_envsetup(script)
         found_by = f"$PPL_PROJECT_ROOT ({script} sourced in a subprocess)"
+    elif script.is_file():
+        env = {}
+        found_by = f"$PPL_PROJECT_ROOT ({script} not run for this listing; it runs on the first compile and in `tilecore doctor`)"
     else:
         env = {}
         found_by = "$PPL_PROJECT_ROOT (no envsetup.sh; used as is)"
@@ -256,20 +320,39 @@ def from_ppl_project_root(value: str) -> TpuToolchain:
     env.setdefault("PPL_PROJECT_ROOT", str(ppl_root))
     # The tpu_mlir layout keeps the runtimes two levels up, in tpu_mlir/lib.
     wheel_lib = ppl_root.parent.parent / "lib"
-    return _layout(ppl_root, found_by, env, [wheel_lib, wheel_lib / "third_party"])
+    found = _layout(ppl_root, found_by, env, [wheel_lib, wheel_lib / "third_party"])
+    return dataclasses.replace(found, warnings=tuple(warnings)) if warnings else found
+
+
+def search_path() -> list[str]:
+    """``sys.path`` without the entries that mean the current directory (``''``, ``.``,
+    relative paths, or the current directory spelled absolutely): a ``tpu_mlir/``
+    folder where the user happens to stand must never become the toolchain, whose
+    ``ppl-compile`` would then be executed."""
+    try:
+        cwd = os.path.realpath(os.getcwd())
+    except OSError:
+        cwd = None
+    safe = []
+    for entry in sys.path:
+        if not entry or not os.path.isabs(entry):
+            continue
+        if cwd is not None and os.path.realpath(entry) == cwd:
+            continue
+        safe.append(entry)
+    return safe
 
 
 def tpu_mlir_package() -> tuple[Path, str] | None:
-    """(package directory, version) of an installed ``tpu_mlir``, found without importing it."""
-    try:
-        dist = importlib.metadata.distribution("tpu_mlir")
-    except importlib.metadata.PackageNotFoundError:
-        dist = None
+    """(package directory, version) of an installed ``tpu_mlir``, found without importing it
+    and never in the current directory (see :func:`search_path`)."""
+    path = search_path()
+    dist = next(iter(importlib.metadata.distributions(name="tpu_mlir", path=path)), None)
     if dist is not None:
         package = Path(str(dist.locate_file("tpu_mlir")))
         if package.is_dir():
             return package, dist.version
-    spec = importlib.util.find_spec("tpu_mlir")  # top-level: locates, does not execute the package
+    spec = importlib.machinery.PathFinder.find_spec("tpu_mlir", path)  # locates, does not execute the package
     if spec is not None and spec.submodule_search_locations:
         return Path(next(iter(spec.submodule_search_locations))), "unknown"
     return None
@@ -301,11 +384,11 @@ def from_install(package: Path) -> TpuToolchain:
     return _layout(Path(env["PPL_PROJECT_ROOT"]), found_by, env, [package / "lib"])
 
 
-def discover() -> TpuToolchain:
+def discover(source_scripts: bool = True) -> TpuToolchain:
     """Find the toolchain (uncached).  Raises :class:`ToolchainError` with the fix."""
     explicit = os.environ.get("PPL_PROJECT_ROOT")
     if explicit:
-        return from_ppl_project_root(explicit)
+        return from_ppl_project_root(explicit, source_scripts)
     package = tpu_mlir_package()
     if package is not None:
         return from_tpu_mlir(*package)
@@ -321,13 +404,39 @@ def discover() -> TpuToolchain:
     )
 
 
-_cache: dict[tuple[str | None, str, str], TpuToolchain] = {}
+_Key = tuple[str | None, str, str, int]
+_cache: dict[_Key, TpuToolchain] = {}
+_failures: dict[_Key, ToolchainError] = {}
 
 
-def find_toolchain() -> TpuToolchain:
-    """:func:`discover`, memoised per process for the environment that decides it."""
-    key = (os.environ.get("PPL_PROJECT_ROOT"), str(install_root()), os.environ.get("PATH", ""))
-    toolchain = _cache.get(key)
-    if toolchain is None:
+def _key() -> _Key:
+    root = os.environ.get("PPL_PROJECT_ROOT")
+    script_mtime = 0
+    if root:
+        with contextlib.suppress(OSError):
+            script_mtime = (Path(root) / "envsetup.sh").stat().st_mtime_ns
+    return (root, str(install_root()), os.environ.get("PATH", ""), script_mtime)
+
+
+def find_toolchain(source_scripts: bool = True) -> TpuToolchain:
+    """:func:`discover`, memoised per process for the environment that decides it.
+
+    Failures are memoised too (a hanging or failing ``envsetup.sh`` is paid for
+    once per process, not by every caller); editing the script or changing the
+    environment retries.  ``source_scripts=False`` is for listings (``tilecore
+    list``): it never runs ``envsetup.sh`` but reuses what an earlier call found.
+    """
+    key = _key()
+    if key in _cache:
+        return _cache[key]
+    if key in _failures:
+        failure = _failures[key]
+        raise type(failure)(*failure.args)
+    if not source_scripts:
+        return discover(source_scripts=False)
+    try:
         toolchain = _cache[key] = discover()
+    except ToolchainError as err:
+        _failures[key] = err
+        raise
     return toolchain

@@ -90,7 +90,7 @@ def probe() -> Availability:
     if mode == "pcie":
         return Availability.no(PCIE_UNSUPPORTED)
     try:
-        toolchain = setup.find_toolchain()
+        toolchain = setup.find_toolchain(source_scripts=False)  # listing never runs an SDK's envsetup.sh
     except ToolchainError as err:
         return Availability.no(str(err))
     chips = [c for c in CHIPS if not toolchain.missing_libraries(c)]

@@ -1,0 +1,59 @@
+"""One supported tilelang range: defined once (tilecore._version), used by every pyproject and the gate."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+
+from tilecore._version import TILELANG_REQUIREMENT, supported_tilelang
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    tomllib = pytest.importorskip("tomli")
+
+ROOT = Path(__file__).resolve().parents[1]
+PYPROJECTS = sorted(p for p in ROOT.rglob("pyproject.toml") if ".venv" not in p.parts and "build" not in p.parts)
+
+
+def test_supported_range_is_one_series() -> None:
+    spec = supported_tilelang()
+    assert isinstance(spec, SpecifierSet) and str(spec) == str(SpecifierSet(TILELANG_REQUIREMENT))
+    assert "0.1.15" in spec and "0.1.15.post1" in spec
+    assert "0.1.14" not in spec and "0.1.16" not in spec  # 0.1.14 has no CI job, so it is not claimed
+
+
+def _requirements(path: Path) -> list[Requirement]:
+    project = tomllib.loads(path.read_text())["project"]
+    texts = list(project.get("dependencies", []))
+    for extra in project.get("optional-dependencies", {}).values():
+        texts.extend(extra)
+    return [Requirement(text) for text in texts if "{{" not in text]
+
+
+def test_every_pyproject_uses_the_supported_range() -> None:
+    assert len(PYPROJECTS) >= 5, PYPROJECTS  # tilecore, three plugins, democpu
+    naming = {}
+    for path in PYPROJECTS:
+        for requirement in _requirements(path):
+            if requirement.name == "tilelang":
+                naming[path.relative_to(ROOT).as_posix()] = requirement.specifier
+    assert "pyproject.toml" in naming, "tilecore itself must require tilelang"
+    wrong = {path: str(spec) for path, spec in naming.items() if spec != supported_tilelang()}
+    assert not wrong, f"pyprojects whose tilelang range differs from {TILELANG_REQUIREMENT}: {wrong}"
+
+
+def test_no_other_range_is_written_in_code_or_docs() -> None:
+    """Messages and docs quote the range through TILELANG_REQUIREMENT, never a copy."""
+    pattern = re.compile(r"tilelang\s*(?:>=|<|\[)\s*0\.\d+\.\d+")
+    offenders = []
+    for path in [*ROOT.glob("tilecore/**/*.py"), *ROOT.glob("plugins/*/tilelang_*/**/*.py"), *ROOT.glob("examples/democpu/**/*.py")]:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if pattern.search(line) and "TILELANG_REQUIREMENT = " not in line:
+                offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not offenders, offenders

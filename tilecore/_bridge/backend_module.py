@@ -1,0 +1,83 @@
+"""The ``BackendModule("tilecore")`` registered with tilelang for backend-owned targets.
+
+It owns ``ext_dev`` targets keyed ``tilecore``: a ``PassPipeline`` that calls the
+owning backend's ``tilecore_lower`` hook, a ``DeviceCodegen`` that calls its
+``tilecore_codegen`` hook (text wrapped in a TVM source module), tilelang's
+standard host codegens, and one execution backend named ``tilecore``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tilecore._bridge.targets import TVM_KEY, resolve_tvm
+from tilecore.errors import TilecoreError
+
+if TYPE_CHECKING:
+    from tvm.target import Target
+
+    from tilecore.registry import Registry
+    from tilecore.targets import ResolvedTarget
+
+#: Name of the backend module and of its one execution backend.
+EXECUTION_BACKEND = "tilecore"
+#: TVM global that wraps source text into a ``runtime.Module`` (``inspect_source()`` gives it back).
+SOURCE_MODULE_GLOBAL = "runtime.SourceModuleCreate"
+
+
+def source_module(source: str, fmt: str) -> Any:
+    """A TVM ``runtime.Module`` holding ``source`` (what tilelang's codegen contract returns)."""
+    import tvm_ffi
+
+    return tvm_ffi.get_global_func(SOURCE_MODULE_GLOBAL)(source, fmt)
+
+
+def build(registry: Registry) -> Any:
+    """The ``tilelang.backend.BackendModule`` that routes owned targets to their backend's hooks."""
+    from tilelang.backend import BackendModule, DeviceCodegen, ExecutionBackendSpec, PassPipeline
+    from tilelang.backend.host_codegen import STANDARD_HOST_CODEGENS
+
+    def owned(tvm_target: Target) -> ResolvedTarget:
+        resolved = resolve_tvm(registry, tvm_target)
+        if resolved is None:
+            raise TilecoreError(f"tilecore does not own target {tvm_target}")
+        return resolved
+
+    def lower(mod: Any, tvm_target: Target) -> Any:
+        target = owned(tvm_target)
+        registry.setup(target)
+        lowered = registry.call(target, "tilecore_lower", mod=mod, tvm_target=tvm_target)
+        if lowered is None:
+            raise TilecoreError(
+                f"target {target} ({target.owner}) has no tilecore_lower hook implementation. "
+                f"The backend must implement it, or declare the target with upstream=tilecore.Upstream(kind)."
+            )
+        return lowered
+
+    def codegen(mod: Any, tvm_target: Target) -> Any:
+        target = owned(tvm_target)
+        source = registry.call(target, "tilecore_codegen", device_mod=mod, tvm_target=tvm_target)
+        if not isinstance(source, str):
+            raise TilecoreError(
+                f"target {target} ({target.owner}): tilecore_codegen returned {type(source).__name__}; it must return the kernel source text."
+            )
+        return source_module(source, target.name)
+
+    def supports(tvm_target: Target) -> bool:
+        return TVM_KEY in list(tvm_target.keys)
+
+    return BackendModule(
+        name=EXECUTION_BACKEND,
+        target_kinds=("ext_dev",),
+        supports_target=supports,
+        pipelines={"ext_dev": PassPipeline("ext_dev", lower)},
+        device_codegens={"ext_dev": DeviceCodegen("ext_dev", build=codegen, build_without_compile=codegen)},
+        host_codegens=STANDARD_HOST_CODEGENS,
+        execution_backends=(ExecutionBackendSpec(EXECUTION_BACKEND, supports_target=supports),),
+    )
+
+
+def register(registry: Registry, _original: object = None) -> None:
+    from tilelang.backend import register_backend
+
+    register_backend(build(registry))

@@ -1,0 +1,132 @@
+"""The gate: refuse an unsupported tilelang, or one missing any seam, before patching anything."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from tilecore._bridge.seams import SEAMS, Seam
+from tilecore._version import TILELANG_REQUIREMENT, supported_tilelang
+from tilecore.errors import TilecoreError
+
+
+class BridgeError(TilecoreError):
+    """tilelang is not a version whose internals this bridge knows."""
+
+
+def resolve(path: str) -> Any:
+    """The object at ``"module"`` or ``"module:Attr.Attr"``."""
+    module_name, _, attrs = path.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for attr in filter(None, attrs.split(".")):
+        obj = getattr(obj, attr)
+    return obj
+
+
+def tilelang_version() -> str:
+    import tilelang
+
+    return str(getattr(tilelang, "__version__", "0"))
+
+
+def check_version(version: str) -> None:
+    """Refuse a tilelang outside :func:`tilecore._version.supported_tilelang`."""
+    if not supported_tilelang().contains(version.split("+")[0], prereleases=True):
+        raise BridgeError(
+            f"tilecore {_tilecore_version()} supports tilelang {TILELANG_REQUIREMENT}; found tilelang {version}. "
+            f"Install a supported tilelang (pip install 'tilelang{TILELANG_REQUIREMENT}') or a tilecore release made for {version}."
+        )
+
+
+def _tilecore_version() -> str:
+    from tilecore._version import __version__
+
+    return __version__
+
+
+def retired(seam: Seam) -> bool:
+    """Whether tilelang has the public API that replaces ``seam`` (its ``retired_by``)."""
+    if not seam.retired_by:
+        return False
+    try:
+        resolve(seam.retired_by)
+    except (ImportError, AttributeError):
+        return False
+    return True
+
+
+def retired_seams(seams: Iterable[Seam] = SEAMS) -> list[Seam]:
+    """The rows the installed tilelang's public APIs make unnecessary."""
+    return [seam for seam in seams if retired(seam)]
+
+
+def seam_problem(seam: Seam) -> str | None:
+    """Why ``seam`` is missing or changed in the installed tilelang, or ``None`` if it is as expected
+    (or no longer needed: see :func:`retired`)."""
+    if retired(seam):
+        return None
+    try:
+        owner = resolve(seam.owner)
+    except (ImportError, AttributeError) as err:
+        return f"{seam.owner} is missing ({type(err).__name__}: {err})"
+    if seam.kind == "global":
+        if owner.get_global_func(seam.attribute, allow_missing=True) is None:
+            return f"{seam.name} is not registered"
+        return None
+    if seam.kind == "item":
+        return None if isinstance(owner, dict) else f"{seam.owner} is no longer a dict"
+    if seam.kind == "register":
+        for table in seam.tables:
+            try:
+                if not isinstance(resolve(table), dict):
+                    return f"{table} is no longer a dict"
+            except (ImportError, AttributeError):
+                return f"{table} is missing"
+    if seam.adds:
+        present = seam.attribute in vars(owner) if isinstance(owner, type) else hasattr(owner, seam.attribute)
+        ours = str(getattr(getattr(owner, seam.attribute, None), "__module__", "")).startswith("tilecore._bridge")
+        return None if ours else (f"{seam.name} now exists; tilecore would shadow it" if present else None)
+    if not hasattr(owner, seam.attribute):
+        return f"{seam.name} is missing"
+    value = getattr(owner, seam.attribute)
+    if seam.params:
+        try:
+            names = set(inspect.signature(value).parameters)
+        except (TypeError, ValueError):
+            return f"{seam.name} has no inspectable signature"
+        missing = [p for p in seam.params if p not in names]
+        if missing:
+            return f"{seam.name} lost parameter(s) {', '.join(missing)}"
+    return None
+
+
+def problems(seams: Iterable[Seam] = SEAMS) -> list[str]:
+    """Every seam problem of the installed tilelang (empty: the bridge can be installed)."""
+    return [problem for seam in seams if (problem := seam_problem(seam)) is not None]
+
+
+_checked = False
+_check_lock = threading.Lock()
+
+
+def check() -> None:
+    """Version and every seam; raises one :class:`BridgeError` listing all problems.  Cached after success."""
+    global _checked
+    if _checked:
+        return
+    with _check_lock:
+        if _checked:
+            return
+        version = tilelang_version()
+        check_version(version)
+        found = problems()
+        if found:
+            raise BridgeError(
+                f"tilelang {version} does not have the internals tilecore {_tilecore_version()} relies on: "
+                + "; ".join(found)
+                + f". Reinstall a supported tilelang (pip install 'tilelang{TILELANG_REQUIREMENT}')."
+            )
+        _checked = True

@@ -1,0 +1,126 @@
+"""tilelang's Profiler for tilecore targets: supply, timing and checks routed to the backend.
+
+Upstream's profiler knows only its own devices (tensor supply, the "event"
+timer, ``torch.cuda.synchronize`` in ``assert_allclose``).  ``JITKernel.get_profiler``
+is wrapped to return :class:`TilecoreProfiler` (built by :func:`profiler_class`)
+for every kernel whose target a tilecore backend declares, delegated targets
+included; other kernels get upstream's profiler unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from tilecore._bridge.adapter import tensor_params
+from tilecore._bridge.targets import resolve_tvm
+from tilecore.errors import TilecoreError
+
+if TYPE_CHECKING:
+    from tilecore.registry import Registry
+    from tilecore.targets import ResolvedTarget
+
+
+def owned_target(registry: Registry, jit_kernel: Any) -> ResolvedTarget | None:
+    """The tilecore target of a JITKernel, or ``None`` (a target only tilelang knows)."""
+    try:
+        return resolve_tvm(registry, jit_kernel.target)
+    except TilecoreError:
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def profiler_class() -> type[Any]:
+    """``TilecoreProfiler``: a subclass of ``tilelang.profiler.Profiler`` (made once, on first use)."""
+    from tilelang.profiler import Profiler
+
+    from tilecore.launch import as_list
+    from tilecore.supply import bench_samples, make_tensor, reduce_samples
+
+    class TilecoreProfiler(Profiler):  # type: ignore[misc]  # tilelang ships no type information
+        """tilelang's Profiler with supply, timing and checks routed to the target's backend."""
+
+        tilecore_target: ResolvedTarget
+        tilecore_registry: Registry
+        result_idx: Any  # a field of upstream's Profiler dataclass
+
+        def __post_init__(self) -> None:
+            self.result_idx = self._legalize_result_idx(self.result_idx)
+            supply = self.supply_type.name.lower()
+            target, registry = self.tilecore_target, self.tilecore_registry
+
+            def make(param: Any) -> Any:
+                tparam = tensor_params([param], None)[0]
+                tensor = registry.call(target, "tilecore_supply_tensor", param=tparam, supply=supply)
+                return make_tensor(tparam, supply, target.device) if tensor is None else tensor
+
+            self.supply = make
+
+        def assert_allclose(
+            self,
+            reference_program: Callable[..., Any],
+            input_tensors: list[Any] | None = None,
+            atol: float = 1e-2,
+            rtol: float = 1e-2,
+            max_mismatched_ratio: float = 0.01,
+        ) -> None:
+            from tilelang.utils.tensor import torch_assert_close
+
+            ins = self._get_inputs() if input_tensors is None else input_tensors
+            ref_outs = as_list(reference_program(*ins))
+            lib_outs = as_list(self.func(*ins))
+            if len(lib_outs) != len(ref_outs):
+                raise AssertionError(f"kernel returned {len(lib_outs)} outputs, reference returned {len(ref_outs)}")
+            for lhs, rhs in zip(lib_outs, ref_outs, strict=True):
+                if lhs is None or rhs is None:
+                    continue
+                torch_assert_close(lhs.cpu(), rhs.to(lhs.dtype).cpu(), rtol=rtol, atol=atol, max_mismatched_ratio=max_mismatched_ratio, base_name="tilelang", ref_name="ref")
+
+        def do_bench(
+            self,
+            func: Callable[..., Any] | None = None,
+            warmup: float = 25,
+            rep: float = 100,
+            n_warmup: int = 0,
+            n_repeat: int = 0,
+            input_tensors: list[Any] | None = None,
+            backend: str = "event",
+            quantiles: list[float] | None = None,
+            return_mode: str = "mean",
+            dynamic_symbolic_constraints: dict[str, int] | None = None,
+            device: Any = None,
+            early_stop_baseline: float | None = None,
+        ) -> float | list[float]:
+            target, registry = self.tilecore_target, self.tilecore_registry
+            bench_target = func if func is not None else self.adapter
+            if input_tensors is not None:
+                ins = input_tensors
+            else:
+                ins = self._get_inputs(dynamic_symbolic_constraints=dynamic_symbolic_constraints)
+            call = functools.partial(bench_target, *ins)
+            samples = bench_samples(registry, target, call, warmup=warmup, rep=rep, n_warmup=n_warmup, n_repeat=n_repeat, backend=backend)
+            if isinstance(samples, list):
+                return reduce_samples(samples, return_mode, quantiles)
+            return samples
+
+    return TilecoreProfiler
+
+
+def wrap_get_profiler(registry: Registry, original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def get_profiler(self: Any, tensor_supply_type: Any = None) -> Any:
+        from tilelang.profiler import TensorSupplyType
+
+        supply = TensorSupplyType.Auto if tensor_supply_type is None else tensor_supply_type
+        target = owned_target(registry, self)
+        if target is None:
+            return original(self, supply)
+        cls = profiler_class()
+        profiler: Any = object.__new__(cls)
+        profiler.tilecore_target = target
+        profiler.tilecore_registry = registry
+        profiler.__init__(self.params, self.out_idx, supply)
+        return profiler.with_default_adapter(self.adapter)
+
+    return get_profiler

@@ -1,0 +1,7 @@
+"""``python -m tilecore.cli``: the ``tilecore`` command."""
+
+import sys
+
+from tilecore.cli import main
+
+sys.exit(main())
