@@ -255,3 +255,44 @@ def test_gemm_splitk_atomic_add(dtype: str, split: int, K: int) -> None:
     assert float((c - expected).abs().max() / expected.abs().max()) < 1e-5
     _untouched([a, b], [a0, b0])
 
+
+
+# ---------------------------------------------------------------------------- T.cumsum
+
+
+def _cumsum(M: int, N: int, BM: int, dtype: str, reverse: bool, fragment: bool) -> Any:
+    @T.prim_func
+    def cumsum(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, BM), threads=1) as bx:
+            x = T.alloc_shared((BM, N), dtype)
+            T.copy(X[bx * BM, 0], x)
+            if fragment:
+                y = T.alloc_fragment((BM, N), dtype)
+                T.copy(x, y)
+                T.cumsum(y, dim=1, reverse=reverse)
+                T.copy(y, Y[bx * BM, 0])
+            else:
+                T.cumsum(x, dim=1, reverse=reverse)
+                T.copy(x, Y[bx * BM, 0])
+
+    return cumsum
+
+
+@pytest.mark.usefixtures("toolchain")
+@pytest.mark.parametrize(("dtype", "reverse", "fragment"), [("float32", False, False), ("float32", True, True), ("float16", True, True)])
+def test_cumsum_along_rows(dtype: str, reverse: bool, fragment: bool) -> None:
+    """200 columns (not a power of two), 100 rows in tiles of 64 (the last overhangs)."""
+    M, N = 100, 200
+    kernel = tilelang.compile(_cumsum(M, N, 64, dtype, reverse, fragment), target="tpu", out_idx=[-1])
+    tdt = DTYPES[dtype]
+    x = torch.randn(M, N).to(tdt)
+    x0 = x.clone()
+    y = kernel(x)
+    _untouched([x], [x0])
+    xf = x.float().flip(1) if reverse else x.float()
+    expected, magnitude = xf.cumsum(1), xf.abs().cumsum(1)
+    if reverse:
+        expected, magnitude = expected.flip(1), magnitude.flip(1)
+    # log2(n) rounds of additions in the tile's dtype: error bound relative to the partial sums of |x|.
+    bound = 8 * torch.finfo(tdt).eps * magnitude + 1e-6
+    assert bool(((y.float() - expected).abs() <= bound).all())

@@ -211,8 +211,17 @@ CONSTRUCTS: tuple[Construct, ...] = (
         tile_op="tl.tileop.atomicadd",
         handler="emit_atomic_add",
     ),
+    # ------------------------------------------------------------------ scans
     Construct(
-        "other tile ops (`T.cumsum`, ...)",
+        "`T.cumsum(x, [y,] dim=1, reverse=...)` of a 2-D fp32/fp16/bf16 tile (shared or fragment)",
+        "a log-step scan: `ceil(log2 n)` rounds of `tiu::move` + `tiu::fadd` on `W`-offset sub-views (`x[:, s:] += x[:, :n-s]`). "
+        "Other axes, 1-D tiles and integer scans are refused by name (use a `[1, n]` tile)",
+        "codegen_scan",
+        tile_op="tl.tileop.cumsum",
+        handler="emit_cumsum",
+    ),
+    Construct(
+        "other tile ops (`T.cummax`, ...)",
         "refused, naming the op",
         "codegen_emit",
         REFUSED,
@@ -232,7 +241,7 @@ def tile_op_handlers() -> dict[str, Callable[[Any, Any], None]]:
 
 def supported_tile_ops_hint() -> str:
     """The fix line of an unknown tile op's error: the tile ops the table supports."""
-    spelled = {"atomicadd": "T.atomic_add", "copy": "T.copy", "fill": "T.fill/T.clear", "reduce": "T.reduce_{max,min,sum,abssum,absmax}", "gemm": "T.gemm"}
+    spelled = {"atomicadd": "T.atomic_add", "cumsum": "T.cumsum(dim=1)", "copy": "T.copy", "fill": "T.fill/T.clear", "reduce": "T.reduce_{max,min,sum,abssum,absmax}", "gemm": "T.gemm"}
     ops = [c.tile_op.removeprefix("tl.tileop.") for c in CONSTRUCTS if c.tile_op]
     return "supported tile ops on tpu: " + ", ".join(spelled.get(op, f"T.{op}") for op in ops) + ", T.Parallel element-wise loops"
 
