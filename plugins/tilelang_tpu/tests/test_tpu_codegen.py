@@ -243,46 +243,6 @@ def _stale_temporary(M: int = 64, N: int = 64) -> Any:
     return stale_temporary
 
 
-def _transpose_a(M: int = 64, N: int = 64, K: int = 64) -> Any:
-    @T.prim_func
-    def gemm_ta(A: T.Tensor((K, M), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
-        with T.Kernel(1, threads=1) as _:
-            a = T.alloc_shared((K, M), "float16")
-            b = T.alloc_shared((K, N), "float16")
-            c = T.alloc_fragment((M, N), "float32")
-            T.copy(A, a)
-            T.copy(B, b)
-            T.gemm(a, b, c, transpose_A=True, clear_accum=True)
-            T.copy(c, C)
-
-    return gemm_ta
-
-
-def _reduce_rows(M: int = 64, N: int = 64) -> Any:
-    @T.prim_func
-    def reduce_dim0(X: T.Tensor((M, N), "float32"), Y: T.Tensor((N,), "float32")):
-        with T.Kernel(1, threads=1) as _:
-            x = T.alloc_fragment((M, N), "float32")
-            y = T.alloc_fragment((N,), "float32")
-            T.copy(X, x)
-            T.reduce_sum(x, y, dim=0)
-            T.copy(y, Y)
-
-    return reduce_dim0
-
-
-def _cumsum(M: int = 64, N: int = 64) -> Any:
-    @T.prim_func
-    def cumsum(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
-        with T.Kernel(1, threads=1) as _:
-            x = T.alloc_shared((M, N), "float32")
-            T.copy(X, x)
-            T.cumsum(x, dim=1)
-            T.copy(x, Y)
-
-    return cumsum
-
-
 def _oversized_region(M: int = 130, BM: int = 64) -> Any:
     @T.prim_func
     def bad_copy(X: T.Tensor((M, 1), "float32"), Y: T.Tensor((M, 1), "float32")):
