@@ -60,15 +60,17 @@ CONSTRUCTS: tuple[Construct, ...] = (
     Construct(
         "`T.Pipelined(n, num_stages=s)`",
         "a `for` loop starting with `ppl::enable_pipeline()`: ppl-compile overlaps the next iteration's DMA with this "
-        "iteration's compute and keeps the data dependences. The results are those of sequential execution",
+        "iteration's compute and keeps the data dependences. The results are those of sequential execution. A loop of "
+        "one trip is not pipelined (nothing to overlap; ppl-compile 1.30.2 crashes on some)",
         "codegen_emit",
     ),
     Construct("`T.serial` loops, `if`, scalar bindings", "C `for`, `if`, `int`/`float` locals", "codegen_emit"),
     Construct(
-        "scalar kernel parameters (`n: T.int32`)",
-        "refused: the tpu target bakes shapes in; capture the value as a Python constant",
+        "scalar kernel parameters (`alpha: T.float32`, `n: T.int32`), passed as Python numbers, in any order, used or not",
+        "by-value `float arg_i` / `int arg_i` entry parameters in their declared slot (`abi.SCALAR_TYPES`; the runtime "
+        "packs them into ppl-compile's argument struct with C alignment); usable wherever an index or a scalar operand is "
+        "(values, masks, loop bounds). Other scalar types and scalars on bm1684x are refused by name",
         "codegen_emit",
-        REFUSED,
     ),
     Construct("symbolic shapes (`T.symbolic`, `T.dynamic`)", "refused: static shapes only", "codegen_emit", REFUSED),
     # ------------------------------------------------------------------ copy
@@ -153,7 +155,7 @@ CONSTRUCTS: tuple[Construct, ...] = (
     ),
     # ------------------------------------------------------------------ reductions
     Construct(
-        "`T.reduce_max/min/sum/abssum/absmax(x, y, dim=-1)` on a 2-D tile",
+        "`T.reduce_max/min/sum/abssum/absmax(x, y, dim=-1)` on a 2-D tile (fp32/fp16/bf16)",
         "`quick_pooling` (pads each row's tail to whole EUs with the identity, then two pooling passes). `min` is "
         "computed as `-max(-x)`; `abs*` reduce `tiu::fabs(x)`; `clear=False` combines with `tiu::fadd/fmax/fmin`",
         "codegen_reduce",
@@ -161,8 +163,14 @@ CONSTRUCTS: tuple[Construct, ...] = (
         handler="emit_reduce",
     ),
     Construct(
-        "reductions along dim 0, of 1-D tiles, or of integer tiles",
-        "refused: reduce along the last axis of a 2-D float tile",
+        "`T.reduce_*(x, y, dim=0)` of a 2-D tile (column reductions) or of a 1-D tile",
+        "the lanes axis is moved to `W` first: `tiu::transpose_cw` (into a `TPU_ROW_ALIGN` scratch, then `tiu::move`) "
+        "when `C >= W`, `tiu::transpose_wc` otherwise; then `quick_pooling` as above. The result is a 1-D tile (`[1]` for a 1-D source)",
+        "codegen_reduce",
+    ),
+    Construct(
+        "reductions of integer tiles; along a middle axis of a 3-D/4-D tile",
+        "refused: the TPU pools floats only (an int32 sum through fp32 would round beyond 2^24); `T.copy` to a float32 tile",
         "codegen_reduce",
         REFUSED,
     ),
@@ -181,13 +189,39 @@ CONSTRUCTS: tuple[Construct, ...] = (
     ),
     Construct("`T.gemm(..., clear_accum=True)`", "`accumulate = false`", "codegen_gemm"),
     Construct(
-        "`T.gemm(transpose_A=True)`; fp32 `T.gemm` with a transpose",
-        "refused: store A as `[M, K]`; use fp16/bf16 operands for a transposed B",
+        "`T.gemm(transpose_A=True)` (A a `[K, M]` tile) with fp16/bf16 operands, with or without `transpose_B`",
+        "A is transposed into a scratch `[M, K]` tile (`tiu::transpose_cw`/`transpose_wc`, as for dim-0 reductions), then "
+        "`tiu::fmm2_nn`/`fmm2_nt`",
+        "codegen_gemm",
+    ),
+    Construct(
+        "fp32 `T.gemm` with a transpose",
+        "refused: the fp32 unit's operands keep whole rows in one lane; store the operands untransposed or use fp16/bf16 inputs",
         "codegen_gemm",
         REFUSED,
     ),
+    # ------------------------------------------------------------------ atomic add
     Construct(
-        "other tile ops (`T.cumsum`, `T.atomic_add`, ...)",
+        "`T.atomic_add(C[by * BM, bx * BN], c_tile)` (tile region; split-K GEMM)",
+        "the grid runs on one core, block after block, so a read-modify-write is atomic: `dma::load` the region (clipped "
+        "like `T.copy`) into a scratch tile, `tiu::fadd` the tile, `dma::store` it back. Tile and tensor of the same "
+        "float dtype; the clipped read needs no zero fill (the overhang is never stored). Element-wise `T.atomic_add` in "
+        "`T.Parallel` is refused by name",
+        "codegen_atomic",
+        tile_op="tl.tileop.atomicadd",
+        handler="emit_atomic_add",
+    ),
+    # ------------------------------------------------------------------ scans
+    Construct(
+        "`T.cumsum(x, [y,] dim=1, reverse=...)` of a 2-D fp32/fp16/bf16 tile (shared or fragment)",
+        "a log-step scan: `ceil(log2 n)` rounds of `tiu::move` + `tiu::fadd` on `W`-offset sub-views (`x[:, s:] += x[:, :n-s]`). "
+        "Other axes, 1-D tiles and integer scans are refused by name (use a `[1, n]` tile)",
+        "codegen_scan",
+        tile_op="tl.tileop.cumsum",
+        handler="emit_cumsum",
+    ),
+    Construct(
+        "other tile ops (`T.cummax`, ...)",
         "refused, naming the op",
         "codegen_emit",
         REFUSED,
@@ -207,7 +241,7 @@ def tile_op_handlers() -> dict[str, Callable[[Any, Any], None]]:
 
 def supported_tile_ops_hint() -> str:
     """The fix line of an unknown tile op's error: the tile ops the table supports."""
-    spelled = {"copy": "T.copy", "fill": "T.fill/T.clear", "reduce": "T.reduce_{max,min,sum,abssum,absmax}", "gemm": "T.gemm"}
+    spelled = {"atomicadd": "T.atomic_add", "cumsum": "T.cumsum(dim=1)", "copy": "T.copy", "fill": "T.fill/T.clear", "reduce": "T.reduce_{max,min,sum,abssum,absmax}", "gemm": "T.gemm"}
     ops = [c.tile_op.removeprefix("tl.tileop.") for c in CONSTRUCTS if c.tile_op]
     return "supported tile ops on tpu: " + ", ".join(spelled.get(op, f"T.{op}") for op in ops) + ", T.Parallel element-wise loops"
 

@@ -11,12 +11,20 @@ from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES, offset4, to4
 if TYPE_CHECKING:
     from tilelang_tpu.codegen_emit import Emitter
 
-__all__ = ['copy_local', 'emit_copy']
+__all__ = ['copy_local', 'copy_regions', 'emit_copy']
 
 
 def emit_copy(em: Emitter, call: Any) -> None:
     src, src_min, src_ext = region(call.args[0])
     dst, dst_min, dst_ext = region(call.args[1])
+    copy_regions(em, src, src_min, src_ext, dst, dst_min, dst_ext)
+
+
+def copy_regions(
+    em: Emitter, src: Any, src_min: list[Any], src_ext: list[Any], dst: Any, dst_min: list[Any], dst_ext: list[Any], zero_fill: bool = True
+) -> None:
+    """``T.copy(src[region], dst[region])`` for buffers the emitter knows (tiles or kernel parameters).
+    ``zero_fill=False`` leaves the overhang of a clipped load undefined (for a caller that never stores it)."""
     src_global = src.data in em.globals_
     dst_global = dst.data in em.globals_
     if src_global and dst_global:
@@ -73,7 +81,7 @@ def emit_copy(em: Emitter, call: Any) -> None:
     else:
         loff = em.dim4var(offset4([em.expr(m) for m in lmin], tile.layout), "loff")
         lview = f"{tile.name}.sub_view({shape}, {loff})"
-    if src_global and partial:
+    if src_global and partial and zero_fill:
         cond = " || ".join(f"{r} < {em.expr(e)}" for r, e in zip(real, gext, strict=True) if not r.lstrip("-").isdigit())
         if full_local:
             target = tile.name

@@ -92,10 +92,11 @@ class Emitter:
     # ------------------------------------------------------------------ entry
 
     def params(self) -> list[tuple[str, str]]:
-        """(PPL dtype, pointer name) of each entry parameter, declaring the global tensors.
+        """(C type, name) of each entry parameter, declaring the global tensors.
 
-        One pointer per tensor the user declared, in declared order, unused ones
-        included (:func:`tilelang_tpu.abi.bind_pointers`, the binding rule).
+        One pointer (``fp32 *``) per tensor the user declared and one by-value ``float``
+        or ``int`` per scalar, in declared order, unused ones included
+        (:func:`tilelang_tpu.abi.bind_pointers`, the binding rule).
         """
         from tvm import tirx
 
@@ -112,12 +113,17 @@ class Emitter:
             slots = abi.bind_pointers(list(attrs[abi.DECLARED_PARAMS_ATTR]), list(self.func.params))
         except abi.AbiError as err:
             raise self.fail(
-                f"{err}; the tpu target bakes shapes in and takes tensor parameters only",
+                str(err),
                 self.func,
-                "pass the value as a Python constant captured by the kernel instead",
+                "declare scalar parameters as T.float32 or T.int32 (or capture the value as a Python constant)",
             ) from None
         out = []
         for slot in slots:
+            if isinstance(slot, abi.ScalarSlot):
+                self.ids.reserve(slot.name)
+                self.ids.of_var[slot.var] = slot.name
+                out.append((slot.ctype + " ", slot.name))
+                continue
             buf = slot.buffer
             dtype = str(buf.dtype)
             if dtype not in DTYPES:
@@ -125,7 +131,7 @@ class Emitter:
                     f"tensor {buf.name} has dtype {dtype}, which PPL does not support", self.func, f"use one of {', '.join(DTYPES)}"
                 )
             self.ids.reserve(slot.name)
-            out.append((DTYPES[dtype], slot.name))
+            out.append((DTYPES[dtype] + " *", slot.name))
             if not slot.used:
                 continue
             shape = tuple(int(s) if isinstance(s, tirx.IntImm) else -1 for s in buf.shape)
@@ -174,7 +180,7 @@ class Emitter:
         out: set[tuple[Any, str]] = set()
 
         def visit(node: Any) -> None:
-            if isinstance(node, tirx.Call) and op_name(node) == "tl.tileop.copy":
+            if isinstance(node, tirx.Call) and op_name(node) in ("tl.tileop.copy", "tl.tileop.atomicadd"):
                 src, dst = region(node.args[0])[0], region(node.args[1])[0]
                 for g, t in ((src, dst), (dst, src)):
                     if g.data in self.globals_ and self.plan.layouts.get(t.data, "lanes") != "lanes":
@@ -310,7 +316,8 @@ class Emitter:
         hi = self.expr(loop.min + loop.extent) if not is_zero(loop.min) else self.expr(loop.extent)
         self.analyzer.bind(loop.loop_var, min_extent_range(loop.min, loop.extent))
         self.emit(f"for (int {var} = {lo}; {var} < {hi}; ++{var}) {{")
-        if ("num_stages" in loop.annotations and int(loop.annotations["num_stages"]) > 1) or loop.same_as(self.plan.pipelined_grid):
+        single_trip = is_const(loop.extent) and int(loop.extent) == 1  # nothing to overlap; ppl-compile 1.30.2 may crash on it
+        if not single_trip and (("num_stages" in loop.annotations and int(loop.annotations["num_stages"]) > 1) or loop.same_as(self.plan.pipelined_grid)):
             # T.Pipelined, or the innermost T.Kernel grid loop (its iterations are independent
             # blocks): ppl-compile software-pipelines the loop body, overlapping the DMA of the
             # next iteration with the compute of this one (data dependences kept).

@@ -1,11 +1,13 @@
-"""T.gemm: ``tiu::fmm2_nn/nt`` (fp16/bf16) and ``tiu::fmm`` (fp32, mm v1)."""
+"""T.gemm: ``tiu::fmm2_nn/nt`` (fp16/bf16; ``transpose_A`` through a TIU transpose of A) and
+``tiu::fmm`` (fp32, mm v1)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from tilelang_tpu.codegen_ir import region
-from tilelang_tpu.codegen_layout import FLOAT_DTYPES
+from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES
+from tilelang_tpu.codegen_reduce import emit_lane_transpose
 
 if TYPE_CHECKING:
     from tilelang_tpu.codegen_emit import Emitter
@@ -48,10 +50,11 @@ def emit_gemm(em: Emitter, call: Any) -> None:
             )
         em.emit(f"tiu::fmm({ct.name}, {at.name}, {bt.name}, {accumulate});")
         return
+    a_name = at.name
     if trans_a:
-        raise em.fail(
-            "T.gemm with transpose_A=True",
-            hint="PPL's fp16/bf16 matmul (mm2) takes A untransposed; store A as [M, K]",
-        )
+        # A is a [K, M] tile; mm2 takes A as [M, K]: swap C and W into a scratch tile first
+        # (a TIU transpose rather than fmm2_tn/tt).
+        shape = em.dim4var(["1", str(m), "1", str(k)], "atshape")
+        a_name = emit_lane_transpose(em, at.name, DTYPES[at.dtype], int(k), int(m), shape, shape)
     form = "nt" if trans_b else "nn"
-    em.emit(f"tiu::fmm2_{form}({ct.name}, {at.name}, {bt.name}, {accumulate});")
+    em.emit(f"tiu::fmm2_{form}({ct.name}, {a_name}, {bt.name}, {accumulate});")

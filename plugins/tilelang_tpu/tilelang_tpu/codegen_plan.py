@@ -31,10 +31,20 @@ class KernelPlan:
 
 def plan_kernel(body: Any) -> KernelPlan:
     """The plan of the kernel whose body is ``body``."""
-    plan = KernelPlan(pipelined_grid=pipelinable_grid_loop(body))
+    plan = KernelPlan(pipelined_grid=None if _has_tile_op(body, "tl.tileop.cumsum") else pipelinable_grid_loop(body))
     _find_reduce_staging(plan, body)
     _collect_uses(plan, body)
     return plan
+
+
+def _has_tile_op(body: Any, op: str) -> bool:
+    """Whether ``body`` calls tile op ``op``.  (A T.cumsum's W-offset sub-views inside a
+    software-pipelined grid loop make ppl-compile 1.30.2 segfault: such grids are not pipelined.)"""
+    from tvm import tirx
+
+    found: list[Any] = []
+    tirx.stmt_functor.post_order_visit(body, lambda n: found.append(n) if isinstance(n, tirx.Call) and op_name(n) == op else None)
+    return bool(found)
 
 
 def _collect_uses(plan: KernelPlan, body: Any) -> None:
