@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -176,9 +177,17 @@ def _link(device_c: Path, output: Path, chip: str, toolchain: TpuToolchain, key:
         raise ToolchainError(f"{where}: linking the device library failed:\n{result.stderr.strip()[-3000:]}\nSource kept at {kept}.")
 
 
-def build(source: str, name: str, chip: str, mode: str, toolchain: TpuToolchain) -> Build:
+def build(source: str, name: str, chip: str, mode: str, toolchain: TpuToolchain, verified_copy: Path | None = None) -> Build:
     """The kernel library for ``source``: reused from the disk cache when its recorded
-    SHA-256 matches, else built (once, under a lock shared by concurrent processes)."""
+    SHA-256 matches, else built (once, under a lock shared by concurrent processes).
+
+    ``verified_copy`` is a copy of this very library that its holder has already checked
+    against a content hash (tilelang's disk-cache entry, checked against its manifest
+    before the adapter is created; a remote-cache entry is checked before it is installed
+    there).  When the store has no intact entry it is adopted instead of re-running
+    ppl-compile and the link: a kernel served by the local or remote tilelang cache never
+    pays the device build again.
+    """
     where = _where(chip, mode, name)
     if mode != "cmodel":
         raise ToolchainError(PCIE_UNSUPPORTED)
@@ -188,13 +197,17 @@ def build(source: str, name: str, chip: str, mode: str, toolchain: TpuToolchain)
 
     def make(staging: Path) -> dict[str, object]:
         started = time.perf_counter()
+        manifest = {"name": name, "entry": abi.launch_symbol(name), "chip": chip, "mode": mode, "toolchain": toolchain.version, "plugin": __version__}
+        if verified_copy is not None and verified_copy.is_file() and verified_copy.stat().st_size > 0:
+            shutil.copyfile(verified_copy, staging / filename)
+            (staging / "build.json").write_text(json.dumps({**manifest, "adopted_from": str(verified_copy)}, indent=2) + "\n")
+            return {"ppl_compile_seconds": 0.0, "link_seconds": 0.0, "adopted": True}
         source_path = staging / SOURCE
         source_path.write_text(source)
         device_c = _ppl_compile(source_path, staging / "gen", chip, toolchain, key, source, where)
         compiled = time.perf_counter()
         _link(device_c, staging / filename, chip, toolchain, key, source, where)
         linked = time.perf_counter()
-        manifest = {"name": name, "entry": abi.launch_symbol(name), "chip": chip, "mode": mode, "toolchain": toolchain.version, "plugin": __version__}
         (staging / "build.json").write_text(json.dumps(manifest, indent=2) + "\n")
         return {"ppl_compile_seconds": compiled - started, "link_seconds": linked - compiled}
 
@@ -491,13 +504,15 @@ def create_adapter(kernel: CompiledKernel, toolchain: TpuToolchain) -> EmulatorA
     """Build (or reuse, verified) ``kernel``'s library and wrap it in the chip's adapter.
 
     On a tilelang disk-cache hit ``kernel.library_path`` is tilelang's copy of the
-    library: it is never loaded itself (nothing says it is intact); the verified
-    library of the same key is, and the copy is repaired if it differs.
+    library: it is never loaded itself; the verified library of the same key is (adopted
+    from that copy, which tilelang checked against its manifest, when the store has no
+    intact one), and the copy is repaired if it differs.
     """
     chip, mode = kernel.target["chip"], kernel.target["mode"]
     if mode != "cmodel":
         raise ToolchainError(PCIE_UNSUPPORTED)
-    built = build(kernel.source, kernel.name, chip, mode, toolchain)
+    copy = Path(kernel.library_path) if kernel.library_path is not None else None
+    built = build(kernel.source, kernel.name, chip, mode, toolchain, verified_copy=copy)
     if kernel.library_path is not None and built.artifact is not None:
         ArtifactStore.repair_copy(Path(kernel.library_path), built.artifact)
     return ADAPTERS[chip](kernel, built, toolchain)
