@@ -3,7 +3,7 @@
     python benchmarks/tpu_vs_ppl.py [--runs 9] [--chip bm1690] [--show-source]
 
 Needs the SophGo toolchain (`tilelang-tpu toolchain install`).  For copy, add,
-row sum and matmul, the TileLang kernel below and its hand-written twin in
+row sum, matmul, RMSNorm and softmax, the TileLang kernel below and its hand-written twin in
 benchmarks/tpu_ppl/ (same shapes, same tiles, written for this comparison) are
 built through the same tilelang-tpu runtime and launched alternately on the same
 inputs; both results are checked against torch first.  Reported per kernel:
@@ -78,7 +78,39 @@ def _kernels(T: Any) -> dict[str, Any]:
                 T.gemm(a, b, c)
             T.copy(c, C[by * 128, bx * 128])
 
-    return {"copy": copy, "add": add, "row_sum": row_sum, "matmul": matmul}
+    @T.prim_func
+    def rmsnorm(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(M // 64, threads=1) as bx:
+            x = T.alloc_shared((64, N), "float32")
+            sq = T.alloc_fragment((64, N), "float32")
+            r = T.alloc_fragment((64,), "float32")
+            T.copy(X[bx * 64, 0], x)
+            for i, j in T.Parallel(64, N):
+                sq[i, j] = x[i, j] * x[i, j]
+            T.reduce_sum(sq, r, dim=1)
+            for i in T.Parallel(64):
+                r[i] = T.rsqrt(r[i] / N + 1e-6)
+            for i, j in T.Parallel(64, N):
+                sq[i, j] = x[i, j] * r[i]
+            T.copy(sq, Y[bx * 64, 0])
+
+    @T.prim_func
+    def softmax(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(M // 64, threads=1) as bx:
+            x = T.alloc_shared((64, N), "float32")
+            y = T.alloc_fragment((64, N), "float32")
+            m = T.alloc_fragment((64,), "float32")
+            s = T.alloc_fragment((64,), "float32")
+            T.copy(X[bx * 64, 0], x)
+            T.reduce_max(x, m, dim=1)
+            for i, j in T.Parallel(64, N):
+                y[i, j] = T.exp(x[i, j] - m[i])
+            T.reduce_sum(y, s, dim=1)
+            for i, j in T.Parallel(64, N):
+                y[i, j] = y[i, j] / s[i]
+            T.copy(y, Y[bx * 64, 0])
+
+    return {"copy": copy, "add": add, "row_sum": row_sum, "matmul": matmul, "rmsnorm": rmsnorm, "softmax": softmax}
 
 
 def _cases(torch: Any) -> dict[str, tuple[Callable[[], list[Any]], Callable[..., Any], float]]:
@@ -89,6 +121,8 @@ def _cases(torch: Any) -> dict[str, tuple[Callable[[], list[Any]], Callable[...,
         "add": (lambda: [torch.randn(big), torch.randn(big)], lambda a, b: a + b, 0.0),
         "row_sum": (lambda: [torch.randn(big)], lambda x: x.sum(1, keepdim=True), 1e-4),
         "matmul": (lambda: [torch.randn(256, 256).half(), torch.randn(256, 256).half()], lambda a, b: a.float() @ b.float(), 1e-3),
+        "rmsnorm": (lambda: [torch.randn(big)], lambda x: x * torch.rsqrt(x.pow(2).mean(1, keepdim=True) + 1e-6), 1e-5),
+        "softmax": (lambda: [torch.randn(big) * 3], lambda x: torch.softmax(x, 1), 1e-5),
     }
 
 
@@ -97,6 +131,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=9, help="timed launches of each kernel (after one warm-up)")
     parser.add_argument("--chip", default="bm1690", choices=["bm1690", "bm1684x"])
     parser.add_argument("--show-source", action="store_true", help="print the generated PPL of each kernel")
+    parser.add_argument("--kernels", nargs="*", help="run only these kernels (default: all)")
     args = parser.parse_args()
 
     from tilelang_tpu import setup
@@ -125,6 +160,8 @@ def _run(args: argparse.Namespace) -> None:
     target = tilecore.resolve_target({"kind": "tpu", "chip": args.chip})
     rows = []
     for name, func in _kernels(T).items():
+        if args.kernels and name not in args.kernels:
+            continue
         make_inputs, reference, tol = _cases(torch)[name]
         generated = tilelang.compile(func, target={"kind": "tpu", "chip": args.chip}, out_idx=[-1])
         if args.show_source:

@@ -15,6 +15,7 @@ Each step prints one ``STEP <json>`` line; the run ends with ``COUNTERS <json>``
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -99,6 +100,7 @@ def main() -> None:
 def fork_compile(n: int, scale: float, cache_root: str) -> dict:
     from tilecore import remote
 
+    os.makedirs(cache_root, exist_ok=True)
     read_end, write_end = os.pipe()
     children = []
     for index in range(n):
@@ -111,14 +113,23 @@ def fork_compile(n: int, scale: float, cache_root: str) -> dict:
                 result = compile_and_check(scale, os.path.join(cache_root, str(index)))
                 remote.flush(30)
                 result["counters"] = remote.counters()
-                os.write(1, ("CHILD " + json.dumps(result) + "\n").encode())
+                # A file per child, not a line on the shared stdout: eight concurrent writers of
+                # multi-kilobyte lines (and anything tilelang prints) could interleave there.
+                report = os.path.join(cache_root, f"child-{index}.json")
+                with open(report + ".tmp", "w") as handle:
+                    json.dump(result, handle)
+                os.replace(report + ".tmp", report)
                 code = 0
             finally:
                 os._exit(code)
         children.append(pid)
     os.write(write_end, b"x" * n)
     codes = [os.waitpid(pid, 0)[1] for pid in children]
-    return {"exit_codes": codes}
+    reports = []
+    for index in range(n):
+        with contextlib.suppress(FileNotFoundError), open(os.path.join(cache_root, f"child-{index}.json")) as handle:
+            reports.append(json.load(handle))
+    return {"exit_codes": codes, "children": reports}
 
 
 if __name__ == "__main__":

@@ -61,6 +61,11 @@ class Launcher:
 
     def _check(self, slot: int, value: Any, symbols: dict[str, int]) -> None:
         param = self.kernel.params[slot]
+        if not param.shape and isinstance(value, (int, float)) and not isinstance(value, bool):
+            # A scalar parameter (a 0-d param) passed as a Python number, handed to the adapter as is.
+            if not param.dtype.is_floating_point and not isinstance(value, int):
+                raise KernelArgumentError(f"{self._where}: argument {slot} ({param.describe()}) is an integer scalar, got {value!r}.")
+            return
         if not isinstance(value, torch.Tensor):
             raise KernelArgumentError(f"{self._where}: argument {slot} ({param.describe()}) must be a torch.Tensor, got {type(value).__name__}.")
         if value.dtype != param.dtype:

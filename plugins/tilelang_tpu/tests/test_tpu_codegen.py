@@ -227,44 +227,20 @@ def _global_read_in_parallel(M: int = 64, N: int = 64) -> Any:
     return global_read
 
 
-def _transpose_a(M: int = 64, N: int = 64, K: int = 64) -> Any:
+def _stale_temporary(M: int = 64, N: int = 64) -> Any:
     @T.prim_func
-    def gemm_ta(A: T.Tensor((K, M), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+    def stale_temporary(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32")):
         with T.Kernel(1, threads=1) as _:
-            a = T.alloc_shared((K, M), "float16")
-            b = T.alloc_shared((K, N), "float16")
-            c = T.alloc_fragment((M, N), "float32")
+            a = T.alloc_fragment((M, N), "float32")
+            b = T.alloc_fragment((M, N), "float32")
             T.copy(A, a)
-            T.copy(B, b)
-            T.gemm(a, b, c, transpose_A=True, clear_accum=True)
-            T.copy(c, C)
+            for i, j in T.Parallel(M, N):
+                t = a[i, j] * 2.0
+                a[i, j] = 0.0
+                b[i, j] = t  # t is the old a; recomputing it here would read the new one
+            T.copy(b, B)
 
-    return gemm_ta
-
-
-def _reduce_rows(M: int = 64, N: int = 64) -> Any:
-    @T.prim_func
-    def reduce_dim0(X: T.Tensor((M, N), "float32"), Y: T.Tensor((N,), "float32")):
-        with T.Kernel(1, threads=1) as _:
-            x = T.alloc_fragment((M, N), "float32")
-            y = T.alloc_fragment((N,), "float32")
-            T.copy(X, x)
-            T.reduce_sum(x, y, dim=0)
-            T.copy(y, Y)
-
-    return reduce_dim0
-
-
-def _cumsum(M: int = 64, N: int = 64) -> Any:
-    @T.prim_func
-    def cumsum(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
-        with T.Kernel(1, threads=1) as _:
-            x = T.alloc_shared((M, N), "float32")
-            T.copy(X, x)
-            T.cumsum(x, dim=1)
-            T.copy(x, Y)
-
-    return cumsum
+    return stale_temporary
 
 
 def _oversized_region(M: int = 130, BM: int = 64) -> Any:
@@ -283,9 +259,7 @@ def _oversized_region(M: int = 130, BM: int = 64) -> Any:
     [
         (_scalar_store, "scalar store to a", "a[i, 0] = T.float32(1.0)"),
         (_global_read_in_parallel, "read of global tensor A inside T.Parallel", "T.parallel"),
-        (_transpose_a, "T.gemm with transpose_A=True", "T.gemm("),
-        (_reduce_rows, "T.reduce_sum over dim 0", "T.reduce("),
-        (_cumsum, "T.cumsum", "T.cumsum("),
+        (_stale_temporary, "temporary t used after a store to a buffer it reads", "T.parallel"),
         (_oversized_region, "T.copy region of extent 64 along dimension 1 of X", "T.copy("),
     ],
 )
@@ -310,3 +284,21 @@ def test_registered_as_tvm_build_function() -> None:
     device, tvm_target = device_module(axpy_kernel(130, 300, 64, 128), "tpu:bm1684x")
     source = tvm_ffi.get_global_func(codegen.BUILD_FUNCTION)(device, tvm_target).inspect_source()
     assert "__KERNEL__ void axpy_kernel(" in source and "for chip bm1684x" in source
+
+
+def test_doc_construct_table_is_generated_from_the_code() -> None:
+    """docs/backends/tpu-codegen.md's construct table is codegen_constructs.markdown_table()
+    (regenerate with ``python -m tilelang_tpu.codegen_constructs``)."""
+    from tilelang_tpu import codegen_constructs
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "backends" / "tpu-codegen.md").read_text()
+    section = doc.split(codegen_constructs.DOC_START + "\n", 1)[1].split(codegen_constructs.DOC_END, 1)[0]
+    assert section == codegen_constructs.markdown_table()
+
+
+def test_every_tile_op_in_the_table_has_its_handler() -> None:
+    from tilelang_tpu import codegen_constructs
+
+    handlers = codegen_constructs.tile_op_handlers()
+    assert sorted(handlers) == ["tl.tileop.atomicadd", "tl.tileop.copy", "tl.tileop.cumsum", "tl.tileop.fill", "tl.tileop.gemm", "tl.tileop.reduce"]
+    assert all(callable(h) for h in handlers.values())

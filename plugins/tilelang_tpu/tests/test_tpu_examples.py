@@ -1,4 +1,4 @@
-"""The three original TPU examples (examples/tpu/) run unmodified on the emulator.
+"""The TPU examples (examples/tpu/) run unmodified on the emulator.
 
 Each script checks its result against torch itself (torch.testing.assert_close)
 and prints the profiler's timing; the test runs it as ``__main__`` and checks both.
@@ -13,7 +13,7 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "tpu"
 
 
 @pytest.mark.usefixtures("toolchain")
-@pytest.mark.parametrize("name", ["reduce_max", "reduce_sum", "matmul"])
+@pytest.mark.parametrize("name", ["reduce_max", "reduce_sum", "matmul", "flash_attention"])
 def test_example_runs_and_matches_torch(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     script = EXAMPLES / f"{name}.py"
     if not script.is_file():

@@ -12,8 +12,10 @@ and the host launcher is written down:
   tensor), because that is the order in which the runtime passes the tensors.
   ``name`` is the user's prim_func name (the host function's symbol), not the
   device function's.  Each parameter is a pointer to global (device) memory whose
-  element type is ``PPL_DTYPES[tensor.dtype]``. Static shapes are baked into the
-  source; there are no scalar arguments.
+  element type is ``PPL_DTYPES[tensor.dtype]``.  A scalar parameter
+  (``alpha: T.float32``, ``n: T.int32``) is passed by value in its declared slot
+  as a C ``float`` or ``int`` (``SCALAR_TYPES``).  Static shapes are baked into the
+  source.
 
   tilelang's ``SplitHostDevice`` gives the device function its own parameter
   list: sorted by name and without the tensors its body never touches.  The
@@ -24,9 +26,11 @@ and the host launcher is written down:
 
 * ``ppl-compile`` turns that function into device C with a packed-argument entry
   ``int <entry>_entry(const void *args)``; ``args`` points to a struct of N
-  unsigned 64-bit device addresses, one per tensor parameter, in the same order
-  (``ENTRY_ARG_CTYPE`` below). The runtime builds that struct and launches the
-  ``<entry>_entry`` symbol (``launch_symbol``).
+  fields in the same order: an unsigned 64-bit device address per tensor
+  (``ENTRY_ARG_CTYPE`` below) and the scalar's C type per scalar, laid out with
+  natural C alignment (ppl-compile's ``tpu_kernel_api_<entry>_t``).  The runtime
+  builds that struct (:func:`entry_arguments`) and launches the ``<entry>_entry``
+  symbol (``launch_symbol``).
 
 * The entry-name rule (``<name>_kernel`` unless the name already ends with
   ``_kernel``) is the one used by the SophGo TileLang fork; it lives only here.
@@ -46,12 +50,16 @@ __all__ = [
     "ENTRY_ARG_CTYPE",
     "KERNEL_NAME_ATTR",
     "PPL_DTYPES",
+    "SCALAR_TYPES",
     "AbiError",
     "PointerSlot",
+    "ScalarSlot",
     "bind_pointers",
+    "entry_arguments",
     "entry_name",
     "launch_symbol",
     "ppl_dtype",
+    "slot_ctypes",
 ]
 
 #: Suffix the fork appends to kernel function names.
@@ -84,6 +92,13 @@ PPL_DTYPES: dict[torch.dtype, str] = {
 }
 
 
+#: Scalar parameter dtype (TIR name) -> (C type in the kernel signature, its ctypes type, torch dtype).
+SCALAR_TYPES: dict[str, tuple[str, type, torch.dtype]] = {
+    "float32": ("float", ctypes.c_float, torch.float32),
+    "int32": ("int", ctypes.c_int32, torch.int32),
+}
+
+
 def entry_name(func_name: str) -> str:
     """Name of the ``__KERNEL__`` function generated for TileLang function ``func_name``.
 
@@ -112,8 +127,8 @@ def ppl_dtype(dtype: torch.dtype) -> str:
 
 
 class AbiError(ValueError):
-    """A kernel whose parameters cannot be bound to the ABI (a scalar parameter, or a
-    device parameter that is no declared tensor)."""
+    """A kernel whose parameters cannot be bound to the ABI (a scalar of a type the
+    ABI has no slot for, or a device parameter that is no declared parameter)."""
 
     def __init__(self, message: str, param: str) -> None:
         self.param = param
@@ -133,20 +148,43 @@ class PointerSlot:
         return f"ptr_{self.slot}"
 
 
-def bind_pointers(declared: Sequence[Any], device_params: Sequence[Any]) -> list[PointerSlot]:
-    """The entry's pointer parameters: one per declared tensor, in declared order.
+@dataclass(frozen=True)
+class ScalarSlot:
+    """One by-value ``float``/``int`` parameter ``arg_<slot>`` of the entry: the ``slot``-th declared parameter."""
+
+    slot: int
+    var: Any  #: the device function's TIR Var of the scalar (or the host's, if the body never reads it)
+    ctype: str  #: C type in the kernel signature
+
+    @property
+    def name(self) -> str:
+        return f"arg_{self.slot}"
+
+
+def bind_pointers(declared: Sequence[Any], device_params: Sequence[Any]) -> list[PointerSlot | ScalarSlot]:
+    """The entry's parameters: one per declared parameter, in declared order.
 
     ``declared`` are the user's parameters (TIR ``Buffer`` for a tensor, ``Var`` for
     a scalar); ``device_params`` the device function's parameters, each of which
-    must be the data variable of a declared buffer (compared by identity).  Raises
-    :class:`AbiError` for a scalar parameter or an unbound device parameter.
+    must be the data variable of a declared buffer or a declared scalar (compared by
+    identity).  Raises :class:`AbiError` for a scalar of a type without a C slot
+    (``SCALAR_TYPES``) or an unbound device parameter.
     """
-    slots: list[PointerSlot] = []
+    slots: list[PointerSlot | ScalarSlot] = []
     bound: list[Any] = []
     for slot, param in enumerate(declared):
         data = getattr(param, "data", None)
         if data is None:
-            raise AbiError(f"kernel parameter {param.name} is a scalar", str(param.name))
+            dtype = str(param.dtype)
+            if dtype not in SCALAR_TYPES:
+                raise AbiError(
+                    f"scalar kernel parameter {param.name} has type {dtype}; scalar parameters may be "
+                    f"{', '.join('T.' + t for t in SCALAR_TYPES)}",
+                    str(param.name),
+                )
+            bound.append(param)
+            slots.append(ScalarSlot(slot, param, SCALAR_TYPES[dtype][0]))
+            continue
         used = any(data.same_as(p) for p in device_params)
         if used:
             bound.append(data)
@@ -155,3 +193,27 @@ def bind_pointers(declared: Sequence[Any], device_params: Sequence[Any]) -> list
         if not any(p.same_as(b) for b in bound):
             raise AbiError(f"device parameter {p.name} is not the data of any declared tensor parameter", str(p.name))
     return slots
+
+
+def slot_ctypes(params: Sequence[tuple[torch.dtype, bool]]) -> list[type]:
+    """ctypes type of each entry argument: ``(dtype, is_scalar)`` per declared parameter."""
+    by_torch = {torch_dtype: ct for _c, ct, torch_dtype in SCALAR_TYPES.values()}
+    out: list[type] = []
+    for dtype, scalar in params:
+        if not scalar:
+            out.append(ENTRY_ARG_CTYPE)
+        elif dtype in by_torch:
+            out.append(by_torch[dtype])
+        else:
+            raise TypeError(f"scalar kernel parameter of dtype {dtype} has no tpu ABI slot; use float32 or int32")
+    return out
+
+
+def entry_arguments(values: Sequence[int | float], types: Sequence[type]) -> ctypes.Structure:
+    """The packed-argument struct of the entry: ``values[i]`` (a device address or a
+    scalar) stored as ``types[i]``, with C's natural alignment like ppl-compile's struct."""
+    if len(values) != len(types):
+        raise ValueError(f"{len(values)} argument values for {len(types)} entry slots")
+    fields = [(f"a{i}", t) for i, t in enumerate(types)] or [("a0", ENTRY_ARG_CTYPE)]
+    struct = type("EntryArguments", (ctypes.Structure,), {"_fields_": fields})
+    return struct(*values)

@@ -44,6 +44,7 @@ REDUCE_ALIGN = 64
 LAYOUTS: dict[str, dict[int, tuple[int, ...]]] = {
     "lanes": {1: (1,), 2: (1, 3), 3: (0, 1, 3), 4: (0, 1, 2, 3)},
     "rows_n": {2: (0, 3)},
+    "row": {1: (3,)},
 }
 
 

@@ -103,6 +103,12 @@ def _annotate_declared_params(mod: Any) -> Any:
                                 param.shape, param.dtype, param.name, data=kernel_param, strides=param.strides, elem_offset=param.elem_offset
                             )
                             break
+                elif isinstance(param, tirx.Var):
+                    # A scalar: the host passes its own variable; bind the kernel's copy of it.
+                    for arg, kernel_param in zip(call.args, kernel.params, strict=False):
+                        if isinstance(arg, tirx.Var) and arg.same_as(param):
+                            param = kernel_param
+                            break
                 bound.append(param)
             kernel = kernel.with_attr(abi.DECLARED_PARAMS_ATTR, bound)
             if host_name is not None:

@@ -33,9 +33,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import torch
 
@@ -292,12 +293,14 @@ class _Worker:
         if not reply.get("ok"):
             raise self._fail(f"the emulator reported an error during {stage}: {reply.get('error')}", where, fault, offset)
 
-    def run(self, library: Path, symbol: str, tensors: tuple[torch.Tensor, ...], where: str) -> None:
+    def run(self, library: Path, symbol: str, tensors: tuple[torch.Tensor, ...], where: str, scalars: Sequence[Any] = ()) -> None:
         sizes = [t.numel() * t.element_size() for t in tensors]
         with self._lock:
             offset = self._log_path.stat().st_size if self._log_path.exists() else 0
             try:
-                header = {"library": str(library), "symbol": symbol, "sizes": sizes}
+                header: dict[str, Any] = {"library": str(library), "symbol": symbol, "sizes": sizes}
+                if scalars:
+                    header["scalars"] = list(scalars)  # [slot, dtype, value] of each scalar parameter (abi.py)
                 self._requests.write(json.dumps(header).encode() + b"\n")
                 for tensor, size in zip(tensors, sizes, strict=True):
                     if size:
@@ -365,7 +368,7 @@ class WorkerPool:
         return len(self._workers)
 
     def run(self, key: tuple[str, ...], chip: str, arguments: list[str], toolchain: TpuToolchain,
-            library: Path, symbol: str, tensors: tuple[torch.Tensor, ...], where: str) -> None:  # fmt: skip
+            library: Path, symbol: str, tensors: tuple[torch.Tensor, ...], where: str, scalars: Sequence[Any] = ()) -> None:  # fmt: skip
         with self._lock:
             worker = self._workers.get(key)
             if worker is not None and not worker.alive:
@@ -385,7 +388,7 @@ class WorkerPool:
                 self._reaper = threading.Thread(target=self._reap, name="tilelang-tpu-worker-reaper", daemon=True)
                 self._reaper.start()
         try:
-            worker.run(library, symbol, tensors, where)
+            worker.run(library, symbol, tensors, where, scalars)
         except KernelFaultError:
             with self._lock:
                 if self._workers.get(key) is worker:
@@ -445,15 +448,19 @@ class EmulatorAdapter:
         self._toolchain = toolchain
         self._where = _where(self.chip, self.mode, kernel.name)
         self._symbol = abi.launch_symbol(kernel.name)
+        #: slot -> dtype of each scalar parameter (a 0-d param, passed as a Python number)
+        self._scalars = {i: str(p.dtype).removeprefix("torch.") for i, p in enumerate(kernel.params) if not p.shape}
         toolchain.require_libraries(self.chip)
 
     def _key(self) -> tuple[tuple[str, ...], list[str]]:
         raise NotImplementedError
 
-    def __call__(self, *tensors: torch.Tensor) -> None:
+    def __call__(self, *args: torch.Tensor | int | float) -> None:
         key, arguments = self._key()
+        tensors = tuple(a for a in args if isinstance(a, torch.Tensor))
+        scalars = [[i, self._scalars[i], args[i]] for i in self._scalars]
         try:
-            WORKERS.run(key, self.chip, arguments, self._toolchain, self._build.library, self._symbol, tensors, self._where)
+            WORKERS.run(key, self.chip, arguments, self._toolchain, self._build.library, self._symbol, tensors, self._where, scalars)
         except KernelFaultError:
             forget(self._build)
             raise

@@ -18,6 +18,12 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Sequence
+from typing import Any
+
+#: ctypes of a scalar kernel argument by dtype, and of a device address: tilelang_tpu.abi's
+#: SCALAR_TYPES / ENTRY_ARG_CTYPE, repeated here to keep the worker process free of torch.
+_SCALAR_CTYPES: dict[str, type] = {"float32": ctypes.c_float, "int32": ctypes.c_int32}
+_ADDRESS_CTYPE = ctypes.c_uint64
 
 _STATUS = {
     1: "device not ready", 2: "general failure", 3: "timeout", 4: "invalid parameters", 5: "out of memory",
@@ -63,7 +69,7 @@ class Tpuv7Device:
             self._modules[library] = module
         return module
 
-    def run(self, library: str, symbol: str, buffers: Sequence[bytearray]) -> None:
+    def run(self, library: str, symbol: str, buffers: Sequence[bytearray], scalars: Sequence[Sequence[Any]] = ()) -> None:
         """Launch ``symbol`` of ``library`` on ``buffers`` (copied in and back out, in place).
 
         Every buffer is copied both ways: a kernel may read or write any
@@ -81,7 +87,13 @@ class Tpuv7Device:
             for buffer, pointer in zip(buffers, pointers, strict=True):
                 if buffer:
                     _check(self._rt.tpuRtMemcpyS2D(pointer, _address(buffer), len(buffer)), "tpuRtMemcpyS2D")
-            args = (ctypes.c_uint64 * max(len(pointers), 1))(*(p.value or 0 for p in pointers))
+            # Scalars ([slot, dtype, value]) sit by value in their declared slots (abi.entry_arguments).
+            by_slot = {int(slot): (_SCALAR_CTYPES[dtype], value) for slot, dtype, value in scalars}
+            addresses = iter(p.value or 0 for p in pointers)
+            slots = [by_slot.get(i) or (_ADDRESS_CTYPE, next(addresses)) for i in range(len(pointers) + len(by_slot))]
+            # ppl-compile's argument struct: natural C alignment, as a ctypes.Structure lays it out.
+            fields = [(f"a{i}", t) for i, (t, _v) in enumerate(slots)] or [("a0", _ADDRESS_CTYPE)]
+            args = type("EntryArguments", (ctypes.Structure,), {"_fields_": fields})(*(v for _t, v in slots))
             _check(self._rt.tpuRtKernelLaunch(module, symbol.encode(), ctypes.byref(args), ctypes.sizeof(args), 1, 1, self._stream), f"tpuRtKernelLaunch({symbol})")
             _check(self._rt.tpuRtStreamSynchronize(self._stream), f"tpuRtStreamSynchronize after {symbol}")
             for buffer, pointer in zip(buffers, pointers, strict=True):

@@ -18,7 +18,8 @@ Protocol (the worker's stdin/stdout pipes; fd 1 is pointed at the worker's
 stderr log first, so the emulators' chatter, which goes to fd 1, cannot corrupt
 replies):
 
-* request: a JSON header line ``{"library": ..., "symbol": ..., "sizes": [...]}``
+* request: a JSON header line ``{"library": ..., "symbol": ..., "sizes": [...]}`` (plus
+  ``"scalars": [[slot, dtype, value], ...]`` for a kernel with scalar parameters)
   followed by the tensors' bytes concatenated, in parameter order;
 * reply: ``{"ok": true}`` plus every tensor's bytes, or ``{"ok": false,
   "error": "..."}``.  The first reply (``{"ok": true, "ready": true}``) says the
@@ -80,7 +81,8 @@ def serve(chip: str, library_dir: str, arguments: Sequence[str], requests: io.Bu
         request = json.loads(header)
         buffers = [_read_exact(requests, size) for size in request["sizes"]]
         try:
-            device.run(request["library"], request["symbol"], buffers)
+            scalars = request.get("scalars")  # only kernels with scalar parameters (bm1690) send them
+            device.run(request["library"], request["symbol"], buffers, *([scalars] if scalars else []))
         except Exception as err:
             replies.write(json.dumps({"ok": False, "error": str(err)}).encode() + b"\n")
         else:

@@ -1,0 +1,182 @@
+"""Kernels written the way tile-ai/tilelang's ``examples/`` write them (norms, online
+softmax, flash attention in the bshd layout), shared by the TPU tests, examples/tpu
+and benchmarks/tpu_vs_ppl.py.  Importable from the tests folder (conftest.py puts it
+on ``sys.path``)."""
+
+from typing import Any
+
+import tilelang.language as T
+
+LOG2E = 1.44269504
+
+
+def rmsnorm_kernel(M: int, N: int, blk_m: int, dtype: str = "float32", eps: float = 1e-6) -> Any:
+    """``Y = X * rsqrt(mean(X^2) + eps) * W`` with the norm weight read as ``w[j]``."""
+
+    @T.prim_func
+    def rms_norm(X: T.Tensor((M, N), dtype), W: T.Tensor((N,), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, blk_m), threads=128) as bx:
+            x_shared = T.alloc_shared((blk_m, N), dtype)
+            w_shared = T.alloc_shared((N,), dtype)
+            x_local = T.alloc_fragment((blk_m, N), "float32")
+            sq = T.alloc_fragment((blk_m, N), "float32")
+            powsum = T.alloc_fragment((blk_m,), "float32")
+            T.copy(X[bx * blk_m : (bx + 1) * blk_m, :], x_shared)
+            T.copy(W, w_shared)
+            T.copy(x_shared, x_local)
+            for i, j in T.Parallel(blk_m, N):
+                sq[i, j] = x_local[i, j] * x_local[i, j]
+            T.reduce_sum(sq, powsum, dim=1)
+            for i in T.Parallel(blk_m):
+                powsum[i] = T.rsqrt(powsum[i] / N + eps)
+            for i, j in T.Parallel(blk_m, N):
+                x_local[i, j] = x_local[i, j] * powsum[i] * w_shared[j]
+            T.copy(x_local, Y[bx * blk_m : (bx + 1) * blk_m, :])
+
+    return rms_norm
+
+
+def layernorm_kernel(M: int, N: int, blk_m: int, dtype: str = "float32", eps: float = 1e-5) -> Any:
+    """LayerNorm with weight and bias, also storing the per-row ``Mean`` and ``Rstd``
+    from inside ``T.Parallel`` (as upstream's layer-norm forward does)."""
+
+    @T.prim_func
+    def layer_norm(
+        X: T.Tensor((M, N), dtype),
+        Weight: T.Tensor((N,), dtype),
+        Bias: T.Tensor((N,), dtype),
+        Y: T.Tensor((M, N), dtype),
+        Mean: T.Tensor((M,), "float32"),
+        Rstd: T.Tensor((M,), "float32"),
+    ):
+        with T.Kernel(T.ceildiv(M, blk_m), threads=128) as bx:
+            x = T.alloc_fragment((blk_m, N), "float32")
+            w = T.alloc_shared((N,), dtype)
+            b = T.alloc_shared((N,), dtype)
+            centered = T.alloc_fragment((blk_m, N), "float32")
+            mean = T.alloc_fragment((blk_m,), "float32")
+            var = T.alloc_fragment((blk_m,), "float32")
+            T.copy(X[bx * blk_m, 0], x)
+            T.copy(Weight, w)
+            T.copy(Bias, b)
+            T.reduce_sum(x, mean, dim=1)
+            for i in T.Parallel(blk_m):
+                mean[i] = mean[i] / N
+            for i, j in T.Parallel(blk_m, N):
+                diff = x[i, j] - mean[i]  # a temporary inside T.Parallel
+                centered[i, j] = diff * diff
+            T.reduce_sum(centered, var, dim=1)
+            for i in T.Parallel(blk_m):
+                var[i] = T.rsqrt(var[i] / N + eps)
+            for i in T.Parallel(blk_m):
+                Mean[bx * blk_m + i] = mean[i]
+                Rstd[bx * blk_m + i] = var[i]
+            for i, j in T.Parallel(blk_m, N):
+                x[i, j] = (x[i, j] - mean[i]) * var[i] * w[j] + b[j]
+            T.copy(x, Y[bx * blk_m, 0])
+
+    return layer_norm
+
+
+def online_softmax_kernel(M: int, N: int, blk_m: int, blk_n: int, dtype: str = "float32") -> Any:
+    """Softmax over rows of any length in ``blk_n`` column blocks: a first pass keeps a
+    running max and a rescaled running sum (``T.exp2`` with ``log2(e)``), a second
+    pass writes ``exp2((x - max) * log2 e) / sum``.  Named ``softmax_kernel`` like
+    upstream's online softmax example."""
+    n_blocks = N // blk_n
+
+    @T.prim_func
+    def softmax_kernel(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, blk_m), threads=128) as bx:
+            x = T.alloc_fragment((blk_m, blk_n), "float32")
+            y = T.alloc_fragment((blk_m, blk_n), dtype)
+            m = T.alloc_fragment((blk_m,), "float32")
+            m_prev = T.alloc_fragment((blk_m,), "float32")
+            blk_max = T.alloc_fragment((blk_m,), "float32")
+            blk_sum = T.alloc_fragment((blk_m,), "float32")
+            lse = T.alloc_fragment((blk_m,), "float32")
+            T.fill(m, -T.infinity("float32"))
+            T.fill(lse, 0.0)
+            for k in T.Pipelined(n_blocks, num_stages=1):
+                T.copy(X[bx * blk_m, k * blk_n], x)
+                T.copy(m, m_prev)
+                T.reduce_max(x, blk_max, dim=1)
+                for i in T.Parallel(blk_m):
+                    m[i] = T.max(m_prev[i], blk_max[i])
+                for i, j in T.Parallel(blk_m, blk_n):
+                    x[i, j] = T.exp2((x[i, j] - m[i]) * LOG2E)
+                T.reduce_sum(x, blk_sum, dim=1)
+                for i in T.Parallel(blk_m):
+                    lse[i] = lse[i] * T.exp2((m_prev[i] - m[i]) * LOG2E) + blk_sum[i]
+            for k in T.Pipelined(n_blocks, num_stages=1):
+                T.copy(X[bx * blk_m, k * blk_n], x)
+                for i, j in T.Parallel(blk_m, blk_n):
+                    y[i, j] = T.exp2((x[i, j] - m[i]) * LOG2E) / lse[i]
+                T.copy(y, Y[bx * blk_m, k * blk_n])
+
+    return softmax_kernel
+
+
+def flash_attention_kernel(
+    batch: int, heads: int, seq_len: int, dim: int, is_causal: bool, block_M: int = 128, block_N: int = 128, dtype: str = "float16"
+) -> Any:
+    """Flash attention forward, bshd layout, as upstream's example_mha_fwd_bshd writes it:
+    ``T.gemm(..., transpose_B=True)``, per-row ``scores_max``/``scores_scale``/``logsum``
+    fragments, ``T.exp2`` with ``log2(e) / sqrt(dim)``, a causal mask with
+    ``T.if_then_else`` on block and loop indices, the K/V loop in ``T.Pipelined``."""
+    scale = (1.0 / dim) ** 0.5 * LOG2E
+    shape = [batch, seq_len, heads, dim]
+    accum = "float32"
+
+    @T.prim_func
+    def flash_attention(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype), Output: T.Tensor(shape, dtype)):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=128) as (bx, by, bz):
+            Q_shared = T.alloc_shared([block_M, dim], dtype)
+            K_shared = T.alloc_shared([block_N, dim], dtype)
+            V_shared = T.alloc_shared([block_N, dim], dtype)
+            O_shared = T.alloc_shared([block_M, dim], dtype)
+            acc_s = T.alloc_fragment([block_M, block_N], accum)
+            acc_s_cast = T.alloc_fragment([block_M, block_N], dtype)
+            acc_o = T.alloc_fragment([block_M, dim], accum)
+            scores_max = T.alloc_fragment([block_M], accum)
+            scores_max_prev = T.alloc_fragment([block_M], accum)
+            scores_scale = T.alloc_fragment([block_M], accum)
+            scores_sum = T.alloc_fragment([block_M], accum)
+            logsum = T.alloc_fragment([block_M], accum)
+
+            T.copy(Q[bz, bx * block_M : (bx + 1) * block_M, by, :], Q_shared)
+            T.fill(acc_o, 0)
+            T.fill(logsum, 0)
+            T.fill(scores_max, -T.infinity(accum))
+            loop_range = (
+                T.min(T.ceildiv(seq_len, block_N), T.ceildiv((bx + 1) * block_M, block_N)) if is_causal else T.ceildiv(seq_len, block_N)
+            )
+            for k in T.Pipelined(loop_range, num_stages=1):
+                T.copy(K[bz, k * block_N : (k + 1) * block_N, by, :], K_shared)
+                if is_causal:
+                    for i, j in T.Parallel(block_M, block_N):
+                        acc_s[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j, 0, -T.infinity(accum))
+                else:
+                    T.clear(acc_s)
+                T.gemm(Q_shared, K_shared, acc_s, transpose_B=True)
+                T.copy(scores_max, scores_max_prev)
+                T.fill(scores_max, -T.infinity(accum))
+                T.reduce_max(acc_s, scores_max, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    scores_scale[i] = T.exp2(scores_max_prev[i] * scale - scores_max[i] * scale)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - scores_max[i] * scale)
+                T.reduce_sum(acc_s, scores_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    logsum[i] = logsum[i] * scores_scale[i] + scores_sum[i]
+                T.copy(acc_s, acc_s_cast)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= scores_scale[i]
+                T.copy(V[bz, k * block_N : (k + 1) * block_N, by, :], V_shared)
+                T.gemm(acc_s_cast, V_shared, acc_o)
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] /= logsum[i]
+            T.copy(acc_o, O_shared)
+            T.copy(O_shared, Output[bz, bx * block_M : (bx + 1) * block_M, by, :])
+
+    return flash_attention

@@ -1,0 +1,131 @@
+"""T.copy: DMA between global tensors and local tiles (edge tiles clipped, casts staged),
+and TIU moves/casts between tiles."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tilelang_tpu.codegen_ir import GlobalTensor, Tile, is_const, local_dims, region, squeeze
+from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES, offset4, to4
+
+if TYPE_CHECKING:
+    from tilelang_tpu.codegen_emit import Emitter
+
+__all__ = ['copy_local', 'copy_regions', 'emit_copy']
+
+
+def emit_copy(em: Emitter, call: Any) -> None:
+    src, src_min, src_ext = region(call.args[0])
+    dst, dst_min, dst_ext = region(call.args[1])
+    copy_regions(em, src, src_min, src_ext, dst, dst_min, dst_ext)
+
+
+def copy_regions(
+    em: Emitter, src: Any, src_min: list[Any], src_ext: list[Any], dst: Any, dst_min: list[Any], dst_ext: list[Any], zero_fill: bool = True
+) -> None:
+    """``T.copy(src[region], dst[region])`` for buffers the emitter knows (tiles or kernel parameters).
+    ``zero_fill=False`` leaves the overhang of a clipped load undefined (for a caller that never stores it)."""
+    src_global = src.data in em.globals_
+    dst_global = dst.data in em.globals_
+    if src_global and dst_global:
+        raise em.fail("T.copy from global to global memory", hint="stage the data through a T.alloc_shared tile")
+    if not src_global and not dst_global:
+        copy_local(em, src, src_min, src_ext, dst, dst_min, dst_ext)
+        return
+    gbuf, gmin, gext = (src, src_min, src_ext) if src_global else (dst, dst_min, dst_ext)
+    lbuf, lmin, lext = (dst, dst_min, dst_ext) if src_global else (src, src_min, src_ext)
+    g = em.globals_[gbuf.data]
+    tile = em.tiles.get(lbuf.data)
+    if tile is None:
+        raise em.fail(f"T.copy to or from {lbuf.name}, which is not a local tile (scope {lbuf.scope()})")
+    if squeeze(gext) != squeeze(lext):
+        raise em.fail(f"T.copy between regions of different extents ({gbuf.name}: {list(gext)} vs {lbuf.name}: {list(lext)})")
+    if tile.layout != "lanes" and len(g.shape) != len(tile.shape):
+        raise em.fail(f"T.copy between {gbuf.name} (rank {len(g.shape)}) and matrix operand {lbuf.name} (rank {len(tile.shape)})")
+    from tvm import tirx
+
+    # Extents of the global side clipped at the tensor edge (TileLang's rule for tiles
+    # that overhang the tensor: loads read zeros there, stores skip it).
+    real: list[str] = []
+    partial = False
+    for i, (m, e) in enumerate(zip(gmin, gext, strict=True)):
+        dim = g.shape[i]
+        if is_const(e) and int(e) > dim:
+            raise em.fail(
+                f"T.copy region of extent {int(e)} along dimension {i} of {gbuf.name}, whose size is {dim}",
+                hint="check the slice: a region cannot be larger than the tensor (for a [M, 1] tensor copy into/from a [rows, 1] tile)",
+            )
+        if em.analyzer.can_prove(tirx.LE(m + e, tirx.const(dim, m.dtype))):
+            real.append(em.expr(e))
+            continue
+        if not em.analyzer.can_prove(tirx.LT(m, tirx.const(dim, m.dtype))):
+            raise em.fail(f"T.copy whose region may start outside {gbuf.name} (dimension {i} starts at {m})")
+        partial = True
+        name = em.fresh("n")
+        em.emit(f"int {name} = min({em.expr(e)}, {dim} - {em.expr(m)});")
+        real.append(name)
+    lreal = local_dims(lext, gext, real)
+    g4 = to4(real, tile.layout if len(g.shape) == len(tile.shape) else "lanes")
+    l4 = to4(lreal, tile.layout)
+    if g4 != l4:
+        raise em.fail(
+            f"T.copy between {gbuf.name} region {list(gext)} and tile {lbuf.name}{list(tile.shape)} whose TPU layouts differ ({g4} vs {l4})",
+            hint="copy between a region and a tile of the same shape (rows on the lanes, columns along W)",
+        )
+    shape = em.dim4var(g4)
+    goff = em.dim4var(offset4([em.expr(m) for m in gmin], tile.layout if len(g.shape) == len(tile.shape) else "lanes"), "goff")
+    gview = f"{em.global_view(gbuf.data, tile.layout)}.sub_view({shape}, {goff})"
+    full_local = em.full_local(tile, lmin, lext)
+    if full_local and not partial:
+        lview = tile.name
+    else:
+        loff = em.dim4var(offset4([em.expr(m) for m in lmin], tile.layout), "loff")
+        lview = f"{tile.name}.sub_view({shape}, {loff})"
+    if src_global and partial and zero_fill:
+        cond = " || ".join(f"{r} < {em.expr(e)}" for r, e in zip(real, gext, strict=True) if not r.lstrip("-").isdigit())
+        if full_local:
+            target = tile.name
+        else:
+            whole = em.dim4var(to4([em.expr(e) for e in lext], tile.layout), "lfull")
+            target = f"{tile.name}.sub_view({whole}, {loff})"
+        # The zero fill runs on the DMA engine (the TIU stays free for compute; also,
+        # ppl-compile 1.7 crashes on a tiu fill + partial load of one tile when pipelined).
+        em.emit(f"if ({cond}) dma::zero({target});")
+    if g.dtype != tile.dtype:
+        _copy_cast(em, src_global, g, gview, tile, lview, shape)
+    elif src_global:
+        em.emit(f"dma::load({lview}, {gview});")
+    else:
+        em.emit(f"dma::store({gview}, {lview});")
+
+
+def _copy_cast(em: Emitter, load: bool, g: GlobalTensor, gview: str, tile: Tile, lview: str, lreal: str) -> None:
+    if g.dtype not in FLOAT_DTYPES or tile.dtype not in FLOAT_DTYPES:
+        raise em.fail(f"T.copy converting {g.dtype} <-> {tile.dtype}", hint="casts between fp32, fp16 and bf16 are supported")
+    blk = em.dim4var(tile.block, "cblk")
+    tmp = em.fresh("staged")
+    em.emit(f"auto {tmp} = make_tensor<{DTYPES[g.dtype]}>({blk}, {lreal});")
+    if load:
+        em.emit(f"dma::load({tmp}, {gview});")
+        em.emit(f"tiu::cast({lview}, {tmp});")
+    else:
+        em.emit(f"tiu::cast({tmp}, {lview});")
+        em.emit(f"dma::store({gview}, {tmp});")
+
+
+def copy_local(em: Emitter, src: Any, src_min: list[Any], src_ext: list[Any], dst: Any, dst_min: list[Any], dst_ext: list[Any]) -> None:
+    if squeeze(src_ext) != squeeze(dst_ext):
+        raise em.fail(f"T.copy between tiles of different extents ({list(src_ext)} vs {list(dst_ext)})")
+    st, sview, s4 = em.region_view(src, src_min, src_ext)
+    dt, dview, d4 = em.region_view(dst, dst_min, dst_ext)
+    if s4 != d4 or st.layout != dt.layout:
+        raise em.fail(
+            f"T.copy between tiles whose TPU layouts differ ({src.name}: {st.layout} {s4} vs {dst.name}: {dt.layout} {d4})",
+            hint="copy between tiles of the same rank; fp32 T.gemm operands keep whole rows in one lane and cannot be copied to row-on-lane tiles",
+        )
+    if st.dtype == dt.dtype:
+        em.emit(f"tiu::move({dview}, {sview});")
+    elif st.dtype in FLOAT_DTYPES and dt.dtype in FLOAT_DTYPES:
+        em.emit(f"tiu::cast({dview}, {sview});")
+    else:
+        raise em.fail(f"T.copy converting {st.dtype} -> {dt.dtype}", hint="casts between fp32, fp16 and bf16 are supported")

@@ -1,0 +1,643 @@
+"""T.Parallel element-wise bodies: one TIU instruction per operation over the loop domain,
+with scalar operands, casts, unary functions and per-row broadcasts."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tilelang_tpu.codegen_ir import CodegenError, Operand, Tile, as_float, is_const, is_zero, op_name, same_index, same_var
+from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES, broadcast_strides, offset4, to4
+
+if TYPE_CHECKING:
+    from tilelang_tpu.codegen_emit import Emitter
+
+__all__ = ['elementwise', 'emit_parallel']
+
+
+def emit_parallel(em: Emitter, loop: Any) -> None:
+    from tvm import tirx
+
+    loops = []
+    body = loop
+    while isinstance(body, tirx.For) and body.kind == tirx.ForKind.PARALLEL:
+        if not is_zero(body.min) or not is_const(body.extent):
+            raise em.fail("T.Parallel loop with a non-zero start or a symbolic extent", loop)
+        loops.append(body)
+        body = body.body
+    loop_vars = [lp.loop_var for lp in loops]
+    extents = [int(lp.extent) for lp in loops]
+    for store in _stores(em, body, loop):
+        elementwise(em, store, loop_vars, extents, loop)
+
+
+def _stores(em: Emitter, body: Any, loop: Any) -> list[Any]:
+    """The assignments of a T.Parallel body, with temporaries bound inside it
+    (``t = x[i, j] * 2``) substituted into the statements that use them."""
+    from tvm import tirx
+
+    values: dict[Any, Any] = {}
+    stale: set[str] = set()  # temporaries whose inputs a later store overwrote
+    out: list[Any] = []
+    pending = [body]
+    while pending:
+        stmt = pending.pop(0)
+        if isinstance(stmt, tirx.SeqStmt):
+            pending = list(stmt.seq) + pending
+            continue
+        for var in [v for v in values if v.name in stale and _mentions_var(stmt, v)]:
+            raise em.fail(
+                f"temporary {var.name} used after a store to a buffer it reads",
+                loop,
+                hint="bind the temporary after the store, or store into another tile",
+            )
+        if isinstance(stmt, getattr(tirx, "Bind", ())):
+            values[stmt.var] = tirx.stmt_functor.substitute(stmt.value, values)
+        elif isinstance(stmt, getattr(tirx, "LetStmt", ())):
+            values[stmt.var] = tirx.stmt_functor.substitute(stmt.value, values)
+            pending.insert(0, stmt.body)
+        elif isinstance(stmt, tirx.BufferStore):
+            out.append(tirx.stmt_functor.substitute(stmt, values) if values else stmt)
+            # Substitution re-reads a temporary's inputs where it is used: that is only its
+            # bound value while no store in between overwrites them.
+            stale.update(v.name for v, value in values.items() if _reads(value, stmt.buffer.data))
+        else:
+            raise em.fail(
+                f"{type(stmt).__name__} inside T.Parallel",
+                loop,
+                hint="a T.Parallel body must be element assignments c[i, j] = expr (temporaries t = expr are allowed)",
+            )
+    return out
+
+
+def elementwise(em: Emitter, store: Any, loop_vars: list[Any], extents: list[int], loop: Any) -> None:
+    from tvm import tirx
+
+    tile = em.tiles.get(store.buffer.data)
+    if tile is None and store.buffer.data in em.globals_:
+        _global_store(em, store, loop_vars, extents, loop)
+        return
+    if tile is None:
+        raise em.fail(
+            f"T.Parallel store to {store.buffer.name}, which is not a local tile",
+            loop,
+            hint="compute into a tile, then T.copy it to global memory",
+        )
+    # The store's index per tile dimension: a T.Parallel variable (the whole loop
+    # extent) or a constant (one element there; tilelang drops a T.Parallel loop of
+    # extent 1 and writes its index as 0, e.g. over a 1-row tile).
+    index = list(store.indices)
+    vars_in_order = [i for i in index if isinstance(i, tirx.Var)]
+    valid = (
+        len(index) == len(tile.shape)
+        and all(isinstance(i, (tirx.Var, tirx.IntImm)) for i in index)
+        and len(vars_in_order) == len(loop_vars)
+        and all(same_var(i, v) for i, v in zip(vars_in_order, loop_vars, strict=True))
+    )
+    if not valid:
+        raise em.fail(
+            f"T.Parallel store {store.buffer.name}[{', '.join(map(str, index))}] not indexed by the loop variables in order",
+            loop,
+            hint="write c[i, j] = ... with the T.Parallel variables as the indices",
+        )
+    loop_extent = dict(zip((v.name for v in loop_vars), extents, strict=True))
+    dom_ext = [loop_extent[i.name] if isinstance(i, tirx.Var) else 1 for i in index]
+    dom_off = [0 if isinstance(i, tirx.Var) else int(i) for i in index]
+    if any(o + e > s for o, e, s in zip(dom_off, dom_ext, tile.shape, strict=True)):
+        raise em.fail(f"T.Parallel store {store.buffer.name}[{', '.join(map(str, index))}] outside the tile {list(tile.shape)}", loop)
+    if tuple(dom_ext) != tile.shape:
+        dom = em.dim4var(to4([str(e) for e in dom_ext], tile.layout), "dom")
+        origin = em.dim4var(offset4([str(o) for o in dom_off], tile.layout), "origin")
+        dst = f"{tile.name}.sub_view({dom}, {origin})"
+    else:
+        dst = tile.name
+    ctx = _Elementwise(em, loop_vars, index, dom_ext, dom_off, tile, loop)
+    result = ctx.compute(store.value, dst)
+    if result is not None:
+        if result.is_tile:
+            if result.dtype != tile.dtype:
+                em.emit(f"tiu::cast({dst}, {result.text});")
+            else:
+                em.emit(f"tiu::move({dst}, {result.text});")
+        else:
+            em.emit(f"tiu::fill({dst}, {result.text});")
+
+
+def _global_store(em: Emitter, store: Any, loop_vars: list[Any], extents: list[int], loop: Any) -> None:
+    """A store to a global tensor inside T.Parallel, ``Mean[bx * BM + i] = mean[i]``
+    (LayerNorm's per-row outputs): the value is computed into a tile over the loop
+    domain, then one DMA stores it, clipped at the tensor's edge like ``T.copy``.
+
+    Each global index must be ``offset + loop variable`` (the variables in order) or
+    loop-invariant; the offset must not depend on the loop variables.
+    """
+    from tvm import tirx
+
+    g = em.globals_[store.buffer.data]
+    index = list(store.indices)
+    offsets: list[Any] = []
+    dom: list[int] = []
+    used = []
+    for idx in index:
+        var = next((v for v in loop_vars if _mentions(idx, v)), None)
+        if var is None:
+            offsets.append(idx)
+            dom.append(1)
+            continue
+        offset = em.analyzer.simplify(idx - var)
+        if _mentions(offset, var) or any(_mentions(offset, v) for v in loop_vars):
+            raise em.fail(
+                f"T.Parallel store {store.buffer.name}[{', '.join(map(str, index))}] to global memory with index {idx}",
+                loop,
+                hint="index global stores as offset + loop variable, or compute into a tile and T.copy it",
+            )
+        offsets.append(offset)
+        dom.append(extents[[v.name for v in loop_vars].index(var.name)])
+        used.append(var)
+    if len(used) != len(loop_vars) or any(not u.same_as(v) for u, v in zip(used, loop_vars, strict=True)):
+        raise em.fail(f"T.Parallel store {store.buffer.name}[{', '.join(map(str, index))}] not indexed by every loop variable in order", loop)
+    # Compute the value into a tile shaped like the loop domain (rows on lanes).
+    shape = tuple(d for d in dom if d != 1) or (1,)
+    name = em.fresh(f"{store.buffer.name}_out")
+    block = em.dim4var(to4([str(d) for d in shape]), name + "_block")
+    em.emit(f"auto {name} = make_tensor<{DTYPES[g.dtype]}>({block}, {block});")
+    tile = Tile(name, g.dtype, shape, to4([str(d) for d in shape]))
+    tile_index = [v for v in loop_vars] if len(shape) == len(loop_vars) else [tirx.const(0, "int32")]
+    ctx = _Elementwise(em, loop_vars, tile_index, list(shape), [0] * len(shape), tile, loop)
+    result = ctx.compute(store.value, name)
+    if result is not None:
+        em.emit(f"tiu::{'move' if result.is_tile and result.dtype == g.dtype else 'cast' if result.is_tile else 'fill'}({name}, {result.text});")
+    real = []
+    for off, d, size in zip(offsets, dom, g.shape, strict=True):
+        if em.analyzer.can_prove(tirx.LE(off + d, tirx.const(size, "int32"))):
+            real.append(str(d))
+        elif not em.analyzer.can_prove(tirx.LT(off, tirx.const(size, "int32"))):
+            raise em.fail(f"T.Parallel store to {store.buffer.name} whose region may start outside it (at {off})", loop)
+        else:
+            n = em.fresh("n")
+            em.emit(f"int {n} = min({d}, {size} - ({em.expr(off)}));")
+            real.append(n)
+    gshape = em.dim4var(to4(real), "gshp")
+    goff = em.dim4var(offset4([em.expr(o) for o in offsets]), "goff")
+    lshape = em.dim4var(to4([r for r, d in zip(real, dom, strict=True) if d != 1] or ["1"]), "lshp")
+    zero = em.dim4var(["0", "0", "0", "0"], "lzero")
+    em.emit(f"dma::store({em.global_view(store.buffer.data, 'lanes')}.sub_view({gshape}, {goff}), {name}.sub_view({lshape}, {zero}));")
+
+
+def _reads(e: Any, data: Any) -> bool:
+    from tvm import tirx
+
+    found: list[Any] = []
+    tirx.stmt_functor.post_order_visit(
+        tirx.Evaluate(e), lambda n: found.append(n) if isinstance(n, tirx.BufferLoad) and n.buffer.data.same_as(data) else None
+    )
+    return bool(found)
+
+
+def _mentions_var(stmt: Any, var: Any) -> bool:
+    from tvm import tirx
+
+    found: list[Any] = []
+    tirx.stmt_functor.post_order_visit(stmt, lambda n: found.append(n) if isinstance(n, tirx.Var) and n.same_as(var) else None)
+    return bool(found)
+
+
+def _mentions(e: Any, var: Any) -> bool:
+    from tvm import tirx
+
+    found: list[Any] = []
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(e), lambda n: found.append(n) if isinstance(n, tirx.Var) and n.same_as(var) else None)
+    return bool(found)
+
+
+class _Elementwise:
+    """Compiles one ``T.Parallel`` assignment into tile ops over the loop domain."""
+
+    def __init__(
+        self, em: Emitter, loop_vars: list[Any], index: list[Any], dom_ext: list[int], dom_off: list[int], dst_tile: Tile, loop: Any
+    ) -> None:
+        self.em = em
+        self.loop_vars = loop_vars
+        self.index = index  # the destination's index per tile dim: loop variable or constant
+        self.extents = dom_ext  # the domain's extent per destination tile dim
+        self.offsets = dom_off  # and its offset (non-zero only at a constant index)
+        self.dst_tile = dst_tile
+        self.loop = loop
+        self.dom4 = to4([str(e) for e in dom_ext], dst_tile.layout)
+        self.block = None
+        self.axis_tiles: dict[int, str] = {}  # destination dim -> fp32 tile of its index
+
+    def fail(self, what: str, hint: str = "") -> CodegenError:
+        return self.em.fail(what, self.loop, hint)
+
+    def temp(self, dtype: str) -> str:
+        em = self.em
+        if self.block is None:
+            self.block = em.dim4var(self.dom4, "ew")
+        name = em.fresh("t")
+        em.emit(f"auto {name} = make_tensor<{DTYPES[dtype]}>({self.block}, {self.block});")
+        return name
+
+    def uses_loop_vars(self, e: Any) -> bool:
+        from tvm import tirx
+
+        found = []
+
+        def visit(n: Any) -> None:
+            if isinstance(n, tirx.Var) and any(n.same_as(v) for v in self.loop_vars):
+                found.append(n)
+            if isinstance(n, tirx.BufferLoad) and n.buffer.data in self.em.tiles:
+                found.append(n)
+
+        tirx.stmt_functor.post_order_visit(tirx.Evaluate(e), visit)
+        return bool(found)
+
+    def compute(self, e: Any, dst: str | None) -> Operand | None:
+        """Compute ``e``; write it into ``dst`` when given (returns None), else return an operand."""
+        from tvm import tirx
+
+        em = self.em
+        if not self.uses_loop_vars(e):
+            return Operand(em.expr(e), str(e.dtype), False)
+        if isinstance(e, tirx.BufferLoad):
+            return self.load(e)
+        if isinstance(e, tirx.Cast):
+            src = self.compute(e.value, None)
+            assert src is not None
+            dtype = str(e.dtype)
+            if dtype not in FLOAT_DTYPES or src.dtype not in FLOAT_DTYPES:
+                raise self.fail(f"cast {src.dtype} -> {dtype} in a T.Parallel body", "casts between fp32, fp16 and bf16 are supported")
+            if dtype == src.dtype:
+                return src
+            out = dst if dst is not None and self.dst_tile.dtype == dtype else self.temp(dtype)
+            em.emit(f"tiu::cast({out}, {src.text});")
+            return None if out == dst else Operand(out, dtype, True)
+        binary = {tirx.Add: "fadd", tirx.Sub: "fsub", tirx.Mul: "fmul", tirx.Div: "fdiv", tirx.Max: "fmax", tirx.Min: "fmin"}
+        for cls, fn in binary.items():
+            if isinstance(e, cls):
+                return self.binary(fn, e, dst)
+        if isinstance(e, tirx.Call) and op_name(e) == "tirx.if_then_else":
+            return self.select(e, dst)
+        if isinstance(e, tirx.Call):
+            op = op_name(e)
+            unary = _UNARY_OPS.get(op)
+            args = list(e.args)
+            if op in ("tirx.call_pure_extern", "tirx.call_extern") and args and isinstance(args[0], tirx.StringImm):
+                # tilelang's device preparation (LowerIntrin) has turned T.exp into expf(...) etc.
+                op = str(args[0].value)
+                unary = _UNARY_EXTERN.get(op)
+                args = args[1:]
+            if unary is not None and len(args) == 1:
+                return self.unary(unary, e, dst, args[0])
+            raise self.fail(f"call to {op} in a T.Parallel body", "supported element-wise functions: exp, exp2, log, log2, tanh and sigmoid (fp32), abs, sqrt, rsqrt")
+        raise self.fail(
+            f"{type(e).__name__} in a T.Parallel body ({e})",
+            "supported: + - * / max min, exp, abs, sqrt, rsqrt, casts, tile loads and scalars",
+        )
+
+    # ------------------------------------------------------------------ masks
+
+    def select(self, e: Any, dst: str | None) -> Operand | None:
+        """``T.if_then_else(cond, a, b)`` whose condition compares integer expressions of the
+        loop (and block) indices: causal and sequence-length masks.
+
+        The difference of the two sides is computed as an fp32 tile of exact integers
+        (|values| < 2^24) from index tiles (:meth:`axis_tile`), then ``tiu::gt_select`` /
+        ``tiu::lt_select`` pick ``a`` or ``b`` per element against a half-integer threshold.
+        """
+        from tvm import tirx
+
+        em = self.em
+        cond, a, b = e.args
+        dtype = str(e.dtype)
+        if dtype not in FLOAT_DTYPES:
+            raise self.fail(f"T.if_then_else of {dtype} values in a T.Parallel body", "select between fp32, fp16 or bf16 values")
+        compare = {tirx.GE: (False, "gt", "-0.5f"), tirx.GT: (False, "gt", "0.5f"), tirx.LE: (True, "gt", "-0.5f"), tirx.LT: (True, "gt", "0.5f")}
+        kind = next((v for k, v in compare.items() if isinstance(cond, k)), None)
+        if isinstance(cond, (tirx.EQ, tirx.NE)):
+            kind = (False, "lt" if isinstance(cond, tirx.EQ) else "gt", "0.5f")
+        if kind is None or not all("int" in str(x.dtype) for x in (cond.a, cond.b)):
+            raise self.fail(
+                f"T.if_then_else condition {cond} in a T.Parallel body",
+                "conditions compare integer expressions of the loop and block indices (<, <=, >, >=, ==, !=)",
+            )
+        swap, op, threshold = kind
+        diff = self.index_tile(tirx.Sub(cond.b, cond.a) if swap else tirx.Sub(cond.a, cond.b))
+        if isinstance(cond, (tirx.EQ, tirx.NE)):
+            absolute = self.temp("float32")
+            em.emit(f"tiu::fabs({absolute}, {diff});")
+            diff = absolute
+        operands = []
+        for value in (a, b):
+            v = self.compute(value, None)
+            assert v is not None
+            if v.is_tile and v.dtype != "float32":
+                t = self.temp("float32")
+                em.emit(f"tiu::cast({t}, {v.text});")
+                v = Operand(t, "float32", True)
+            if not v.is_tile:  # the select takes its scalar operands by reference
+                name = em.fresh("sel")
+                em.emit(f"float {name} = {as_float(v.text)};")
+                v = Operand(name, "float32", False)
+            operands.append(v.text)
+        limit = em.fresh("limit")
+        em.emit(f"float {limit} = {threshold};")
+        out = self._out(dtype, dst) if dtype == "float32" else self.temp("float32")
+        em.emit(f"tiu::{op}_select({out}, {diff}, {limit}, {operands[0]}, {operands[1]});")
+        if dtype != "float32":
+            final = self._out(dtype, dst)
+            em.emit(f"tiu::cast({final}, {out});")
+            out = final
+        return None if out == dst else Operand(out, dtype, True)
+
+    def index_tile(self, e: Any) -> str:
+        """An fp32 tile over the domain holding the integer expression ``e`` of the loop
+        variables and scalars (+, -, and * by a scalar)."""
+        from tvm import tirx
+
+        em = self.em
+        if not self.uses_loop_vars(e):
+            t = self.temp("float32")
+            em.emit(f"tiu::fill({t}, (float)({em.expr(e)}));")
+            return t
+        if isinstance(e, tirx.Var):
+            dims = [d for d, idx in enumerate(self.index) if isinstance(idx, tirx.Var) and idx.same_as(e)]
+            if not dims:
+                raise self.fail(f"index {e} in a T.if_then_else condition that the store does not use")
+            return self.axis_tile(dims[0])
+        if isinstance(e, (tirx.Add, tirx.Sub, tirx.Mul)):
+            fn = {tirx.Add: "fadd", tirx.Sub: "fsub", tirx.Mul: "fmul"}[type(e)]
+            sides = []
+            for side in (e.a, e.b):
+                sides.append(self.index_tile(side) if self.uses_loop_vars(side) else None)
+            out = self.temp("float32")
+            if sides[0] is not None and sides[1] is not None:
+                em.emit(f"tiu::{fn}({out}, {sides[0]}, {sides[1]});")
+            elif sides[0] is not None:
+                em.emit(f"tiu::{fn}({out}, {sides[0]}, (float)({em.expr(e.b)}));")
+            elif fn == "fsub":
+                em.emit(f"tiu::{fn}({out}, (float)({em.expr(e.a)}), {sides[1]});")
+            else:
+                em.emit(f"tiu::{fn}({out}, {sides[1]}, (float)({em.expr(e.a)}));")
+            return out
+        raise self.fail(f"index expression {e} in a T.if_then_else condition", "use +, - and * of loop indices and scalars")
+
+    def axis_tile(self, dim: int) -> str:
+        """fp32 tile over the domain holding the index along destination dim ``dim``.
+
+        Along ``W`` (the last dim of a 2-D tile): PPL's serial-number table
+        (``arange_broadcast``) in every lane.  Along ``C`` (rows): the same table on one
+        lane, transposed onto the lanes (``tiu::transpose_wc``), then broadcast along ``W``
+        with a stride-0 view that keeps the real row-group stride.
+        """
+        em = self.em
+        if dim in self.axis_tiles:
+            return self.axis_tiles[dim]
+        if self.dst_tile.layout != "lanes" or len(self.index) > 2:
+            raise self.fail("a T.if_then_else mask over a tile of rank > 2 or an fp32 T.gemm operand")
+        _, c, _, w = self.dom4
+        along_w = len(self.index) == 2 and dim == 1
+        lanes = f"min({c}, LANE_NUM)"  # PPL's table and transpose instructions span one pass of the lanes
+        if along_w:
+            # The column index is the same in every row: build it on one pass of the lanes
+            # and repeat that pass over the row groups with a C stride of 0.
+            block = em.dim4var(["1", lanes, "1", w], "iw_block")
+            ints, cols = em.fresh("iw"), em.fresh("iwf")
+            em.emit(f"auto {ints} = make_tensor<int32>({block}, {block});")
+            em.emit(f"arange_broadcast({ints}, {lanes}, 0, 1, {w});")
+            em.emit(f"auto {cols} = make_tensor<fp32>({block}, {block});")
+            em.emit(f"tiu::cast({cols}, {ints});")
+            shape = em.dim4var(self.dom4, "iwshape")
+            stride = em.dim4var(broadcast_strides(["1", lanes, "1", w], "fp32", (1,)), "iwstride")
+            out = em.fresh("icols")
+            em.emit(f"auto &{out} = {cols}.view({shape}, {stride});")
+        else:
+            # Lane index 0..63 (a serial-number row transposed onto the lanes), then + 64 g
+            # for row group g.
+            row_shape = em.dim4var(["1", "1", "1", lanes], "irow_shape")
+            lane_shape = em.dim4var(["1", lanes, "1", "1"], "ilane_shape")
+            col_shape = em.dim4var(["1", c, "1", "1"], "icol_shape")
+            row, lane, lanef, colf = em.fresh("irow"), em.fresh("ilane"), em.fresh("ilanef"), em.fresh("icolf")
+            em.emit(f"auto {row} = make_tensor<int32>({row_shape}, {row_shape});")
+            em.emit(f"arange_broadcast({row}, 1, 0, 1, {lanes});")
+            em.emit(f"auto {lane} = make_tensor<int32>({lane_shape}, {lane_shape});")
+            em.emit(f"tiu::transpose_wc({lane}, {row});")
+            em.emit(f"auto {lanef} = make_tensor<fp32>({lane_shape}, {lane_shape});")
+            em.emit(f"tiu::cast({lanef}, {lane});")
+            em.emit(f"auto {colf} = make_tensor<fp32>({col_shape}, {col_shape});")
+            group = em.fresh("g")
+            em.emit(f"for (int {group} = 0; {group} < {c}; {group} += LANE_NUM) {{")
+            em.emit(f"  dim4 {group}_shape = {{1, min(LANE_NUM, {c} - {group}), 1, 1}};")
+            em.emit(f"  dim4 {group}_offset = {{0, {group}, 0, 0}};")
+            em.emit(f"  tiu::fadd({colf}.sub_view({group}_shape, {group}_offset), {lanef}.view({group}_shape), (float){group});")
+            em.emit("}")
+            if w == "1":
+                out = colf
+            else:
+                shape = em.dim4var(self.dom4, "ishape")
+                stride = em.dim4var(broadcast_strides(["1", c, "1", "1"], "fp32", (3,)), "istride")
+                out = em.fresh("irows")
+                em.emit(f"auto &{out} = {colf}.view({shape}, {stride});")
+        self.axis_tiles[dim] = out
+        return out
+
+    def column_broadcast(self, tile: Tile) -> Operand:
+        """``w[j]`` in an ``(i, j)`` domain, ``w`` a 1-D tile in the ``row`` layout (one lane):
+        ``tiu::broadcast`` copies it to one pass of the lanes, and a view with ``C`` stride 0
+        repeats that pass over the row groups."""
+        em = self.em
+        _, c, _, w = self.dom4
+        lanes = f"min({c}, LANE_NUM)"
+        block = em.dim4var(["1", lanes, "1", w], "wb_block")
+        copies = em.fresh("wb")
+        em.emit(f"auto {copies} = make_tensor<{DTYPES[tile.dtype]}>({block}, {block});")
+        source = tile.name
+        if self.extents[1] != tile.shape[0]:
+            part = em.dim4var(["1", "1", "1", w], "wpart")
+            origin = em.dim4var(["0", "0", "0", "0"], "worigin")
+            source = f"{tile.name}.sub_view({part}, {origin})"
+        em.emit(f"tiu::broadcast({copies}, {source}, {lanes});")
+        shape = em.dim4var(self.dom4, "wshape")
+        stride = em.dim4var(broadcast_strides(["1", lanes, "1", w], DTYPES[tile.dtype], (1,)), "wstride")
+        view = em.fresh("wcols")
+        em.emit(f"auto &{view} = {copies}.view({shape}, {stride});")
+        return Operand(view, tile.dtype, True)
+
+    def _block(self) -> str:
+        if self.block is None:
+            self.block = self.em.dim4var(self.dom4, "ew")
+        return self.block
+
+    def _out(self, dtype: str, dst: str | None) -> str:
+        if dst is not None and self.dst_tile.dtype == dtype:
+            return dst
+        return self.temp(dtype)
+
+    def binary(self, fn: str, e: Any, dst: str | None) -> Operand | None:
+        em = self.em
+        dtype = str(e.dtype)
+        if dtype not in FLOAT_DTYPES:
+            raise self.fail(f"{dtype} arithmetic in a T.Parallel body", "tile arithmetic is supported for fp32, fp16 and bf16")
+        a = self.compute(e.a, None)
+        b = self.compute(e.b, None)
+        assert a is not None and b is not None
+        out = self._out(dtype, dst)
+        if a.is_tile and b.is_tile:
+            em.emit(f"tiu::{fn}({out}, {a.text}, {b.text});")
+        elif a.is_tile:
+            em.emit(f"tiu::{fn}({out}, {a.text}, {as_float(b.text)});")
+        elif fn in ("fadd", "fmul", "fmax", "fmin"):
+            em.emit(f"tiu::{fn}({out}, {b.text}, {as_float(a.text)});")
+        else:  # scalar - tile, scalar / tile
+            em.emit(f"tiu::{fn}({out}, {as_float(a.text)}, {b.text});")
+        return None if out == dst else Operand(out, dtype, True)
+
+    def unary(self, fn: str, e: Any, dst: str | None, arg: Any) -> Operand | None:
+        em = self.em
+        dtype = str(e.dtype)
+        if dtype not in FLOAT_DTYPES:
+            raise self.fail(f"{fn} of {dtype} in a T.Parallel body", "fp32, fp16 and bf16 are supported")
+        src = self.compute(arg, None)
+        assert src is not None
+        out = self._out(dtype, dst)
+        if fn in _WRAPPERS:
+            # PPL's wrapper functions (ppl_wrapper_func.h) take the block and real shapes.
+            wrapper, pre, post, dtypes = _WRAPPERS[fn]
+            if dtype not in dtypes:
+                raise self.fail(f"T.{fn} of {dtype} in a T.Parallel body", f"PPL has it for {', '.join(dtypes)}; cast to float32 first")
+            if self.block is None:
+                self.block = em.dim4var(self.dom4, "ew")
+            operand = src.text
+            if pre is not None:  # exp2(x) = exp(x * ln 2)
+                operand = self.temp(dtype)
+                em.emit(f"tiu::fmul({operand}, {src.text}, {pre!r}f);")
+            target = out if post is None else self.temp(dtype)
+            em.emit(f"{wrapper}({target}, {operand}, &{self.block}, &{self.block});")
+            if post is not None:  # log2(x) = log(x) / ln 2
+                em.emit(f"tiu::fmul({out}, {target}, {post!r}f);")
+        else:
+            em.emit(f"tiu::{fn}({out}, {src.text});")
+        return None if out == dst else Operand(out, dtype, True)
+
+    def load(self, e: Any) -> Operand:
+        from tvm import tirx
+
+        em = self.em
+        tile = em.tiles.get(e.buffer.data)
+        if tile is None:
+            if e.buffer.data in em.globals_:
+                raise self.fail(
+                    f"read of global tensor {e.buffer.name} inside T.Parallel",
+                    "copy the tile to local memory with T.copy first",
+                )
+            raise self.fail(f"read of {e.buffer.name} inside T.Parallel")
+        idx = list(e.indices)
+        column = (
+            tile.layout == "row"
+            and self.dst_tile.layout == "lanes"
+            and len(self.index) == 2
+            and len(idx) == 1
+            and isinstance(self.index[1], tirx.Var)
+            and same_index(idx[0], self.index[1])
+            and self.extents[1] <= tile.shape[0]
+        )
+        if column:
+            return self.column_broadcast(tile)
+        if tile.layout != self.dst_tile.layout:
+            raise self.fail(
+                f"element-wise operation mixing tile {e.buffer.name} ({tile.layout} layout) with {self.dst_tile.name} ({self.dst_tile.layout} layout)",
+                "fp32 T.gemm operands keep whole rows in one lane; operate on them only together with other fp32 T.gemm operands",
+            )
+        # Same-domain operand: indexed exactly like the destination.
+        if len(idx) == len(self.index) and all(same_index(i, d) for i, d in zip(idx, self.index, strict=True)):
+            if tuple(self.extents) == tile.shape:
+                return Operand(tile.name, tile.dtype, True)
+            dom = em.dim4var(self.dom4, "dom")
+            origin = em.dim4var(offset4([str(o) for o in self.offsets], tile.layout), "origin")
+            return Operand(f"{tile.name}.sub_view({dom}, {origin})", tile.dtype, True)
+        # Row vector broadcast along the last axis: x[i] or x[i, 0] in an (i, j) domain.
+        rowvec = (
+            len(self.index) == 2
+            and isinstance(self.index[1], tirx.Var)
+            and tile.layout == "lanes"
+            and self.offsets[0] == 0
+            and (
+                (len(idx) == 1 and same_index(idx[0], self.index[0]))
+                or (
+                    len(idx) == 2
+                    and same_index(idx[0], self.index[0])
+                    and isinstance(idx[1], tirx.IntImm)
+                    and int(idx[1]) == 0
+                    and tile.shape[1] == 1
+                )
+            )
+        )
+        if rowvec and self.extents[0] <= tile.shape[0]:
+            # A [rows, 1] tile seen as [rows, cols] with W stride 0: PPL reads each
+            # lane's single element across the whole row.  The C stride stays the
+            # tile's own: row r + 64 is in row r's lane, one aligned row group further.
+            shape = em.dim4var(self.dom4, "bshape")
+            stride = em.dim4var(broadcast_strides(tile.block, DTYPES[tile.dtype], (3,)), "bstride")
+            view = em.fresh("bcast")
+            em.emit(f"auto &{view} = {tile.name}.view({shape}, {stride});")
+            return Operand(view, tile.dtype, True)
+        raise self.fail(
+            f"tile read {e.buffer.name}[{', '.join(map(str, idx))}] in a T.Parallel over ({', '.join(v.name for v in self.loop_vars)})",
+            "operands must be indexed by the loop variables in order, or be a per-row vector x[i] broadcast along the row",
+        )
+
+
+_UNARY_OPS = {
+    "tirx.exp": "exp",
+    "tirx.exp2": "exp2",
+    "tirx.log": "log",
+    "tirx.log2": "log2",
+    "tirx.tanh": "tanh",
+    "tirx.sigmoid": "sigmoid",
+    "tirx.fabs": "fabs",
+    "tirx.sqrt": "fsqrt",
+    "tirx.rsqrt": "frsqrt",
+}
+
+_LN2 = 0.6931471805599453
+_ALL_FLOATS = ("float32", "float16", "bfloat16")
+
+#: Functions computed by PPL wrapper functions: name -> (wrapper, multiply the input by,
+#: multiply the result by, dtypes the wrapper supports).
+_WRAPPERS: dict[str, tuple[str, float | None, float | None, tuple[str, ...]]] = {
+    "exp": ("fexp", None, None, _ALL_FLOATS),  # range-reduced: clamps, splits into 2^k * e^r
+    "exp2": ("fexp", _LN2, None, _ALL_FLOATS),
+    "log": ("flog", None, None, _ALL_FLOATS),
+    "log2": ("flog", None, 1.0 / _LN2, _ALL_FLOATS),
+    "tanh": ("tanh_fp32", None, None, ("float32",)),
+    "sigmoid": ("sigmoid_fp32", None, None, ("float32",)),
+}
+_UNARY_EXTERN = {
+    "expf": "exp",
+    "exp": "exp",
+    "__expf": "exp",
+    "hexp": "exp",
+    "exp2f": "exp2",
+    "exp2": "exp2",
+    "__exp2f": "exp2",
+    "hexp2": "exp2",
+    "logf": "log",
+    "log": "log",
+    "__logf": "log",
+    "hlog": "log",
+    "log2f": "log2",
+    "log2": "log2",
+    "__log2f": "log2",
+    "hlog2": "log2",
+    "tanhf": "tanh",
+    "tanh": "tanh",
+    "htanh": "tanh",
+    "fabsf": "fabs",
+    "fabs": "fabs",
+    "__habs": "fabs",
+    "sqrtf": "fsqrt",
+    "sqrt": "fsqrt",
+    "hsqrt": "fsqrt",
+    "rsqrtf": "frsqrt",
+    "rsqrt": "frsqrt",
+    "hrsqrt": "frsqrt",
+}

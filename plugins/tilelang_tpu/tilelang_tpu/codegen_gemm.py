@@ -1,0 +1,60 @@
+"""T.gemm: ``tiu::fmm2_nn/nt`` (fp16/bf16; ``transpose_A`` through a TIU transpose of A) and
+``tiu::fmm`` (fp32, mm v1)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tilelang_tpu.codegen_ir import region
+from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES
+from tilelang_tpu.codegen_reduce import emit_lane_transpose
+
+if TYPE_CHECKING:
+    from tilelang_tpu.codegen_emit import Emitter
+
+__all__ = ['emit_gemm']
+
+
+def emit_gemm(em: Emitter, call: Any) -> None:
+    a, amin, aext = region(call.args[0])
+    b, bmin, bext = region(call.args[1])
+    c, cmin, cext = region(call.args[2])
+    trans_a, trans_b = bool(int(call.args[3])), bool(int(call.args[4]))
+    clear = bool(int(call.args[9]))
+    tiles = [em.tiles.get(x.data) for x in (a, b, c)]
+    if any(t is None for t in tiles):
+        raise em.fail("T.gemm on a buffer that is not a local tile")
+    at, bt, ct = tiles
+    assert at is not None and bt is not None and ct is not None
+    for t, mins, ext in ((at, amin, aext), (bt, bmin, bext), (ct, cmin, cext)):
+        if len(t.shape) != 2 or not em.full_local(t, mins, ext):
+            raise em.fail(f"T.gemm on part of, or a non-2-D, tile {t.name}", hint="T.gemm takes whole 2-D tiles")
+    if at.dtype != bt.dtype or at.dtype not in FLOAT_DTYPES:
+        raise em.fail(f"T.gemm of {at.dtype} x {bt.dtype}", hint="A and B must both be fp32, fp16 or bf16")
+    if ct.dtype != "float32" and ct.dtype != at.dtype:
+        raise em.fail(f"T.gemm accumulating {at.dtype} into {ct.dtype}", hint="accumulate in float32")
+    m, k = (at.shape[1], at.shape[0]) if trans_a else at.shape
+    kb, n = (bt.shape[1], bt.shape[0]) if trans_b else bt.shape
+    if k != kb or ct.shape != (m, n):
+        raise em.fail(
+            f"T.gemm shapes A{list(at.shape)} B{list(bt.shape)} C{list(ct.shape)} do not agree (transpose_A={trans_a}, transpose_B={trans_b})"
+        )
+    accumulate = "false" if clear else "true"
+    if at.dtype == "float32":
+        # fp32 runs on the mm v1 unit (tiu::fmm); its operands use the rows_n layout
+        # (rows on N, a whole row in one lane), chosen for these tiles up front.
+        if trans_a or trans_b:
+            raise em.fail(
+                f"fp32 T.gemm with transpose_A={trans_a}, transpose_B={trans_b}",
+                hint="fp32 matmul supports untransposed operands; store the operands untransposed or use fp16/bf16 inputs",
+            )
+        em.emit(f"tiu::fmm({ct.name}, {at.name}, {bt.name}, {accumulate});")
+        return
+    a_name = at.name
+    if trans_a:
+        # A is a [K, M] tile; mm2 takes A as [M, K]: swap C and W into a scratch tile first
+        # (a TIU transpose rather than fmm2_tn/tt).
+        shape = em.dim4var(["1", str(m), "1", str(k)], "atshape")
+        a_name = emit_lane_transpose(em, at.name, DTYPES[at.dtype], int(k), int(m), shape, shape)
+    form = "nt" if trans_b else "nn"
+    em.emit(f"tiu::fmm2_{form}({ct.name}, {a_name}, {bt.name}, {accumulate});")

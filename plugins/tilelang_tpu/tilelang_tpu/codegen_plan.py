@@ -1,0 +1,142 @@
+"""Whole-kernel decisions the emitter makes before printing anything.
+
+* which tiles are row-reduction sources (their rows are padded to whole EUs);
+* which tiles are fp32 ``T.gemm`` operands (the ``rows_n`` layout of ``tiu::fmm``);
+* which staging copies ``T.reduce_*`` inserted can be skipped (the reduction then
+  reads the original tile);
+* which grid loop, if any, can be software-pipelined.
+
+The plan is computed once from the device PrimFunc and only read afterwards.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from tilelang_tpu.codegen_ir import op_name, pipelinable_grid_loop, region, tile_call, whole
+
+__all__ = ["KernelPlan", "plan_kernel"]
+
+
+@dataclass
+class KernelPlan:
+    reduce_sources: set[Any] = field(default_factory=set)  # data vars of row-reduction sources
+    layouts: dict[Any, str] = field(default_factory=dict)  # data var -> non-default layout
+    aliases: dict[Any, Any] = field(default_factory=dict)  # staging tile -> tile it copies
+    skipped: list[tuple[Any, Any]] = field(default_factory=list)  # (staging copy, its destination)
+    pipelined_grid: Any = None  # the innermost grid loop, when its body can be pipelined
+
+
+def plan_kernel(body: Any) -> KernelPlan:
+    """The plan of the kernel whose body is ``body``."""
+    plan = KernelPlan(pipelined_grid=None if _has_tile_op(body, "tl.tileop.cumsum") else pipelinable_grid_loop(body))
+    _find_reduce_staging(plan, body)
+    _collect_uses(plan, body)
+    return plan
+
+
+def _has_tile_op(body: Any, op: str) -> bool:
+    """Whether ``body`` calls tile op ``op``.  (A T.cumsum's W-offset sub-views inside a
+    software-pipelined grid loop make ppl-compile 1.30.2 segfault: such grids are not pipelined.)"""
+    from tvm import tirx
+
+    found: list[Any] = []
+    tirx.stmt_functor.post_order_visit(body, lambda n: found.append(n) if isinstance(n, tirx.Call) and op_name(n) == op else None)
+    return bool(found)
+
+
+def _collect_uses(plan: KernelPlan, body: Any) -> None:
+    """Reduce sources (padded rows) and fp32 matmul operands (the rows_n layout)."""
+    from tvm import tirx
+
+    def visit(node: Any) -> None:
+        if not isinstance(node, tirx.Call):
+            return
+        op = op_name(node)
+        if op == "tl.tileop.reduce":
+            source = region(node.args[0])[0].data
+            plan.reduce_sources.add(plan.aliases.get(source, source))
+        elif op == "tl.tileop.gemm":
+            a, b, c = (region(arg)[0] for arg in node.args[:3])
+            if str(a.dtype) == "float32":
+                for buf in (a, b, c):
+                    plan.layouts[buf.data] = "rows_n"
+
+    tirx.stmt_functor.post_order_visit(body, visit)
+    _find_column_vectors(plan, body)
+
+
+def _find_column_vectors(plan: KernelPlan, body: Any) -> None:
+    """1-D local tiles read as ``w[j]`` in an ``(i, j)`` T.Parallel loop (norm weights,
+    bias epilogues) get the ``row`` layout: the vector along ``W`` of one lane, from
+    where it is broadcast to every lane where it is used."""
+    from tvm import tirx
+
+    def visit(node: Any) -> None:
+        # The innermost T.Parallel loop whose variable is the last index of a 2-D store.
+        if not (isinstance(node, tirx.For) and node.kind == tirx.ForKind.PARALLEL):
+            return
+        if isinstance(node.body, tirx.For) and node.body.kind == tirx.ForKind.PARALLEL:
+            return
+        column = node.loop_var
+        stores: list[Any] = []
+        tirx.stmt_functor.post_order_visit(
+            node.body,
+            lambda n: stores.append(n)
+            if isinstance(n, tirx.BufferStore) and len(n.indices) >= 2 and isinstance(n.indices[-1], tirx.Var) and n.indices[-1].same_as(column)
+            else None,
+        )
+        if not stores:
+            return
+
+        def loads(n: Any) -> None:
+            if (
+                isinstance(n, tirx.BufferLoad)
+                and len(n.buffer.shape) == 1
+                and n.buffer.scope() != "global"
+                and isinstance(n.indices[0], tirx.Var)
+                and n.indices[0].same_as(column)
+            ):
+                plan.layouts[n.buffer.data] = "row"
+
+        tirx.stmt_functor.post_order_visit(node.body, loads)
+
+    tirx.stmt_functor.post_order_visit(body, visit)
+
+
+def _find_reduce_staging(plan: KernelPlan, body: Any) -> None:
+    """Find ``T.copy(x, x_frag); T.reduce(x_frag, ...)`` pairs to reduce ``x`` directly.
+
+    ``T.reduce_*`` on a shared buffer stages it through a fragment copy (a GPU
+    register-file concern).  On the TPU both live in local memory, so when the
+    fragment is used by nothing else the reduction reads the original tile and
+    the copy is not emitted.  (The row reduction writes only the row padding,
+    outside the tile's logical data.)
+    """
+    from tvm import tirx
+
+    uses: dict[Any, int] = {}
+    pairs: list[tuple[Any, Any, Any]] = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, (tirx.BufferLoad, tirx.BufferStore)):
+            uses[node.buffer.data] = uses.get(node.buffer.data, 0) + 1
+        if isinstance(node, tirx.SeqStmt):
+            seq = list(node.seq)
+            for first, second in itertools.pairwise(seq):
+                copy, red = tile_call(first, "tl.tileop.copy"), tile_call(second, "tl.tileop.reduce")
+                if copy is None or red is None:
+                    continue
+                (src, smin, sext), (dst, dmin, dext) = region(copy.args[0]), region(copy.args[1])
+                same_kind = str(src.dtype) == str(dst.dtype) and [int(x) for x in src.shape] == [int(x) for x in dst.shape]
+                if same_kind and region(red.args[0])[0].same_as(dst) and whole(src, smin, sext) and whole(dst, dmin, dext):
+                    pairs.append((first, src, dst))
+
+    tirx.stmt_functor.post_order_visit(body, visit)
+    for stmt, src, dst in pairs:
+        if uses.get(dst.data) == 2 and src.scope() != "global":
+            plan.aliases[dst.data] = src.data
+            plan.skipped.append((stmt, dst.data))
+

@@ -1,0 +1,128 @@
+"""T.reduce_*: row reductions with PPL's ``quick_pooling``.
+
+``quick_pooling`` reduces along ``W`` (the last axis of a 2-D tile).  A reduction
+along the lanes -- dim 0 of a 2-D tile (column sums) or of a 1-D tile -- first
+transposes ``C`` and ``W`` with ``tiu::transpose_cw``/``transpose_wc`` into a
+scratch tile, which puts the reduced axis on ``W``, and pools that.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tilelang_tpu.codegen_ir import float_imm, region
+from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES, REDUCE_ALIGN
+
+if TYPE_CHECKING:
+    from tilelang_tpu.codegen_emit import Emitter
+
+__all__ = ['emit_lane_transpose', 'emit_reduce']
+
+
+# Reduce kinds -> (quick_pooling mode, identity used to pad a row, negate around it, abs first)
+_REDUCE = {
+    "max": (0, "-inf", False, False),
+    "min": (0, "-inf", True, False),
+    "sum": (1, "0", False, False),
+    "abssum": (1, "0", False, True),
+    "absmax": (0, "-inf", False, True),
+}
+
+
+def emit_lane_transpose(em: Emitter, src: str, ty: str, c: int, w: int, block: str, real: str) -> str:
+    """Emit a TPU_ALIGN tile (allocated as ``block``, viewed as ``real`` = ``[1, w, 1, c]``)
+    holding ``src`` (``[1, c, 1, w]``) with ``C`` and ``W`` swapped; returns its name.
+
+    PPL: ``transpose_cw`` when ``C >= W``, ``transpose_wc`` otherwise (both swap C and W;
+    checked on the emulator).  ``transpose_cw`` must write a ``TPU_ROW_ALIGN`` tensor,
+    which is then moved into a ``TPU_ALIGN`` one (what pooling and matmul read).
+    """
+    out = em.fresh("tr")
+    if c >= w:
+        staged = em.fresh("trrow")
+        em.emit(f"auto {staged} = make_tensor<{ty}>({block}, {real}, TPU_ROW_ALIGN);")
+        em.emit(f"tiu::transpose_cw({staged}, {src});")
+        em.emit(f"auto {out} = make_tensor<{ty}>({block}, {real});")
+        em.emit(f"tiu::move({out}, {staged});")
+    else:
+        em.emit(f"auto {out} = make_tensor<{ty}>({block}, {real});")
+        em.emit(f"tiu::transpose_wc({out}, {src});")
+    return out
+
+
+def emit_reduce(em: Emitter, call: Any) -> None:
+    src, smin, sext = region(call.args[0])
+    dst, _dmin, _dext = region(call.args[1])
+    kind = str(call.args[2].value) if hasattr(call.args[2], "value") else str(call.args[2])
+    dim = int(call.args[3])
+    clear = bool(int(call.args[4]))
+    if kind not in _REDUCE:
+        raise em.fail(f"T.reduce_{kind}", hint=f"supported reductions: {', '.join('reduce_' + k for k in _REDUCE)}")
+    st = em.tiles.get(src.data)
+    if st is None or dst.data not in em.tiles:
+        raise em.fail("T.reduce on a buffer that is not a local tile")
+    dim = dim + len(st.shape) if dim < 0 else dim
+    # Along W (the last axis of a 2-D or higher tile), or along the lanes (dim 0 of a 1-D or 2-D tile).
+    across_lanes = st.layout == "lanes" and dim == 0 and len(st.shape) in (1, 2)
+    if not across_lanes and (len(st.shape) < 2 or dim != len(st.shape) - 1):
+        raise em.fail(
+            f"T.reduce_{kind} over dim {dim} of a rank-{len(st.shape)} tile",
+            hint="the tpu target reduces along the last axis of a tile, or along dim 0 of a 1-D or 2-D tile",
+        )
+    if st.dtype not in FLOAT_DTYPES:
+        raise em.fail(
+            f"T.reduce_{kind} of {st.dtype} data",
+            hint="fp32, fp16 and bf16 are supported (the TPU pools floats only; an int32 reduction through fp32 would "
+            "round values beyond 2^24): T.copy the tile to a float32 tile and reduce that",
+        )
+    if not em.full_local(st, smin, sext):
+        raise em.fail(f"T.reduce_{kind} of part of tile {src.name}", hint="reduce a whole tile")
+    dt = em.tiles[dst.data]
+    if dt.layout != "lanes":
+        raise em.fail(f"T.reduce_{kind} into fp32 T.gemm operand {dst.name}", hint="reduce into a separate tile")
+    if dt.dtype != st.dtype:
+        raise em.fail(f"T.reduce_{kind} from {st.dtype} into {dt.dtype}", hint="reduce into a tile of the source dtype")
+    mode, identity, negate, absolute = _REDUCE[kind]
+    ident = em.expr(float_imm(identity, st.dtype))
+    if across_lanes:
+        # [1, C, 1, W] -> [1, W, 1, C]: the reduced axis goes to W, the kept one to the lanes.
+        reduced, kept = st.shape4[1], st.shape4[3]
+        pooled_shape = ["1", kept, "1", reduced]
+        pooled_block = ["1", kept, "1", str(-(-int(reduced) // REDUCE_ALIGN) * REDUCE_ALIGN)]
+        out_shape = ["1", kept, "1", "1"]
+        expected = f"[{st.shape[1]}]" if len(st.shape) == 2 else "[1]"
+    else:
+        pooled_shape, pooled_block = list(st.shape4), list(st.block)
+        out_shape = list(st.shape4)
+        out_shape[3] = "1"
+        expected = f"{list(st.shape[:-1])} or {[*list(st.shape[:-1]), 1]}"
+    if dt.shape4 != out_shape:
+        raise em.fail(f"T.reduce_{kind} into tile {dst.name} of shape {list(dt.shape)}; expected {expected}")
+    out = dt.name
+    blk = em.dim4var(pooled_block, "rblock")
+    real = em.dim4var(pooled_shape, "rreal")
+    source = st.name
+    if across_lanes:
+        source = emit_lane_transpose(em, st.name, DTYPES[st.dtype], int(st.shape4[1]), int(st.shape4[3]), blk, real)
+    if negate or absolute:
+        # min = -max(-x); abs* pool |x|.  Work on a scratch copy: the source tile stays intact.
+        scratch = source if across_lanes else em.fresh("rsrc")
+        if not across_lanes:
+            em.emit(f"auto {scratch} = make_tensor<{DTYPES[st.dtype]}>({blk}, {real});")
+        if absolute:
+            em.emit(f"tiu::fabs({scratch}, {source});")
+        else:
+            em.emit(f"tiu::fmul({scratch}, {source}, -1.0f);")
+        source = scratch
+    target = out
+    if not clear:
+        target = em.fresh("racc")
+        tblk = em.dim4var(out_shape, "racc_block")
+        em.emit(f"auto {target} = make_tensor<{DTYPES[st.dtype]}>({tblk}, {tblk});")
+    # PPL's row reduction: pads each row to whole EUs with the identity, then pools twice.
+    em.emit(f"quick_pooling({target}, {source}, &{blk}, &{real}, {ident}, {mode}, 1.0f);")
+    if negate:
+        em.emit(f"tiu::fmul({target}, {target}, -1.0f);")
+    if not clear:
+        combine = {"max": "fmax", "absmax": "fmax", "min": "fmin", "sum": "fadd", "abssum": "fadd"}[kind]
+        em.emit(f"tiu::{combine}({out}, {out}, {target});")

@@ -1,0 +1,60 @@
+"""T.cumsum along the last axis of a tile: a log-step (Hillis-Steele) scan of TIU adds.
+
+Step ``s`` (1, 2, 4, ... < n) adds the tile shifted by ``s`` columns to itself:
+``x[:, s:] += x_prev[:, :n-s]`` (``reverse``: ``x[:, :n-s] += x_prev[:, s:]``), as
+``tiu::fadd`` on ``W``-offset sub-views; ``ceil(log2 n)`` steps in all.  The
+additions happen in a different order than a sequential scan (fp rounding differs
+by a few ulps, as it does between GPU implementations).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tilelang_tpu.codegen_ir import region
+from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES
+
+if TYPE_CHECKING:
+    from tilelang_tpu.codegen_emit import Emitter
+
+__all__ = ["emit_cumsum"]
+
+
+def emit_cumsum(em: Emitter, call: Any) -> None:
+    src, smin, sext = region(call.args[0])
+    dst, dmin, dext = region(call.args[1])
+    dim, reverse = int(call.args[2]), bool(int(call.args[3]))
+    st, dt = em.tiles.get(src.data), em.tiles.get(dst.data)
+    if st is None or dt is None:
+        raise em.fail("T.cumsum of a buffer that is not a local tile")
+    if not em.full_local(st, smin, sext) or not em.full_local(dt, dmin, dext) or st.shape != dt.shape:
+        raise em.fail("T.cumsum of part of a tile, or into a tile of another shape", hint="scan a whole tile into one of its shape")
+    rank = len(st.shape)
+    dim = dim + rank if dim < 0 else dim
+    if rank != 2 or dim != 1 or st.layout != "lanes" or dt.layout != "lanes":
+        raise em.fail(
+            f"T.cumsum along dim {dim} of a rank-{rank} tile",
+            hint="the tpu target scans along the last axis of a 2-D tile (dim=1); for a 1-D sequence use a [1, n] tile",
+        )
+    if st.dtype not in FLOAT_DTYPES or dt.dtype != st.dtype:
+        raise em.fail(f"T.cumsum of {st.dtype} into {dt.dtype}", hint="scan fp32, fp16 or bf16 tiles into a tile of the same dtype")
+    rows, n = st.shape4[1], int(st.shape4[3])
+    if dt.name != st.name:
+        em.emit(f"tiu::move({dt.name}, {st.name});")
+    ty = DTYPES[st.dtype]
+    block = em.dim4var(dt.block, "scan_block")
+    shape = em.dim4var(dt.shape4, "scan_shape")
+    prev = em.fresh("scan_prev")
+    em.emit(f"auto {prev} = make_tensor<{ty}>({block}, {shape});")
+    zero = em.dim4var(["0", "0", "0", "0"], "scan_at0")
+    s = 1
+    while s < n:
+        part = em.dim4var(["1", rows, "1", str(n - s)], "scan_part")
+        shifted = em.dim4var(["0", "0", "0", str(s)], "scan_at")
+        into, frm = (zero, shifted) if reverse else (shifted, zero)
+        em.emit(f"tiu::move({prev}, {dt.name});")
+        acc, add = em.fresh("scan_acc"), em.fresh("scan_add")
+        em.emit(f"auto &{acc} = {dt.name}.sub_view({part}, {into});")
+        em.emit(f"auto &{add} = {prev}.sub_view({part}, {frm});")
+        em.emit(f"tiu::fadd({acc}, {acc}, {add});")
+        s *= 2
