@@ -68,6 +68,7 @@ __all__ = [
     "hookimpl",
     "hookspec",
     "register",
+    "require_toolchain",
     "resolve_target",
     "setup_target",
 ]
@@ -130,6 +131,24 @@ def setup_target(target: object) -> Toolchain | None:
     if resolved is None:
         raise UnknownTargetError(f"{target!r} is not a tilecore target")
     return get_registry().setup(resolved)
+
+
+def require_toolchain(target: object) -> Toolchain:
+    """:func:`setup_target` for a backend that implements the setup hook: never ``None``.
+
+    Backends call this from their own hooks, where a missing toolchain is a bug to report,
+    not a case to handle.  Raises :class:`ToolchainError` (naming the target and the
+    backend's distribution) if the backend has no ``tilecore_setup`` hook.
+    """
+    toolchain = setup_target(target)
+    if toolchain is None:
+        resolved = resolve_target(target)
+        owner = f" of {resolved.distribution} {resolved.version}" if resolved is not None else ""
+        raise ToolchainError(
+            f"target {target!r}: backend{owner} implements no tilecore_setup hook, so it has no toolchain.",
+            fix="implement tilecore_setup in the backend, or call tilecore.setup_target(), which returns None then.",
+        )
+    return toolchain
 
 
 #: Why the last activation failed (shown by ``tilecore list``/``doctor``), or ``None``.

@@ -18,10 +18,14 @@ import string
 import sys
 from collections.abc import Iterator
 from importlib import resources
-from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from tilecore._version import API_VERSION, __version__
+
+if sys.version_info >= (3, 11):
+    from importlib.resources.abc import Traversable
+else:  # Python 3.10 (the lowest supported) has it only under importlib.abc
+    from importlib.abc import Traversable
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 TEMPLATE_ROOT = ("templates", "backend")
@@ -108,7 +112,9 @@ def render(name: str) -> dict[Path, str]:
         "api_version": f"{API_VERSION[0]}.{API_VERSION[1]}",
         "tilecore_requirement": tilecore_requirement(),
     }
-    root = resources.files("tilecore").joinpath(*TEMPLATE_ROOT)
+    root = resources.files("tilecore")
+    for part in TEMPLATE_ROOT:  # one part per call: Python 3.10's joinpath takes a single name
+        root = root.joinpath(part)
     files: dict[Path, str] = {}
     for parts, item in _walk(root):
         try:

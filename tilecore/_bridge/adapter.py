@@ -85,7 +85,7 @@ class TilecoreAdapter:
 def evict_faulted_kernel(adapter: TilecoreAdapter) -> None:
     """Remove a kernel whose launch faulted from tilelang's caches (its disk entry and
     the in-memory map), so that no later compile is served the faulty kernel."""
-    from tilelang.cache import _dispatch_map  # type: ignore[import-untyped]  # tilelang ships no type information
+    from tilelang.cache import _dispatch_map
 
     if adapter.tilelang_cache_path:
         shutil.rmtree(adapter.tilelang_cache_path, ignore_errors=True)

@@ -40,6 +40,8 @@ def main(argv: list[str]) -> int:
     from tilecore.conformance.runner import KernelBuilder
 
     target = tilecore.resolve_target(target_text)
+    if target is None:  # the parent process resolved the same text, so this means a broken environment
+        raise tilecore.UnknownTargetError(f"{target_text!r} is not a tilecore target in the cache-probe process")
     builder = KernelBuilder(target_text, target, style)
     kernel = builder.get(name)
     error = ""

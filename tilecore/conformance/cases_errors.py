@@ -17,6 +17,7 @@ pytestmark = [pytest.mark.tilecore_device, pytest.mark.tilecore_requires("argume
 def _expect_error(target: tilecore.ResolvedTarget, call: Callable[[], Any]) -> BaseException:
     """Backend-owned targets raise KernelArgumentError naming the target; targets delegated to
     tilelang's own runtime (``Upstream``) raise whatever its argument checks raise."""
+    caught: pytest.ExceptionInfo[Exception]
     if target.spec.upstream is None:
         with pytest.raises(tilecore.KernelArgumentError) as caught:
             call()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -110,8 +112,8 @@ def test_jit_factory(tilecore_target_text: str, tilecore_device: torch.device) -
     """``@tilelang.jit(target=...)`` on a kernel factory, compiled on first call."""
     import tilelang
 
-    @tilelang.jit(target=tilecore_target_text, out_idx=[-1])
-    def axpy(M: int, N: int, alpha: float):
+    @tilelang.jit(target=tilecore_target_text, out_idx=[-1])  # type: ignore[untyped-decorator]  # tilelang ships no type information
+    def axpy(M: int, N: int, alpha: float) -> Any:
         return axpy_kernel(M, N, 16, 16, alpha, "float32")
 
     generator = torch.Generator().manual_seed(3)

@@ -27,7 +27,7 @@ def _check_values(kind: str, tensor: torch.Tensor) -> None:
         assert (values == 1).all(), f"{kind}: not all one"
     elif kind == "Integer":
         assert (values == values.round()).all(), f"{kind}: non-integer values in a float tensor"
-        assert values.abs().max() <= 16 and values.unique().numel() > 1, f"{kind}: values {values.unique()[:8].tolist()}"
+        assert values.abs().max() <= 16 and torch.unique(values).numel() > 1, f"{kind}: values {torch.unique(values)[:8].tolist()}"
     elif kind == "Uniform":
         assert values.min() >= -1 and values.max() <= 1 and values.std() > 0.1, f"{kind}: not uniform in [-1, 1]"
     else:  # Normal, Randn, Auto: random floats with spread

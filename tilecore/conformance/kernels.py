@@ -49,12 +49,17 @@ def style_for(target: ResolvedTarget) -> str:
 # ----------------------------------------------------------------------------------------
 
 
+# Typing note: tilelang is untyped, so ``@T.prim_func`` is an untyped decorator, and the
+# parameters' ``T.Tensor(shape, dtype)`` annotations are TileLang DSL expressions, not Python
+# types: hence the two targeted ignores on each kernel definition.
+
+
 def copy_kernel(M: int, N: int, BM: int, BN: int, dtype: str) -> Any:
     """``B = A`` through one shared tile per block."""
     import tilelang.language as T
 
-    @T.prim_func
-    def conformance_copy(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype)):
+    @T.prim_func  # type: ignore[untyped-decorator]  # tilelang ships no type information
+    def conformance_copy(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype)) -> None:  # type: ignore[valid-type]  # TileLang DSL, see above
         with T.Kernel(T.ceildiv(N, BN), T.ceildiv(M, BM), threads=128) as (bx, by):
             tile = T.alloc_shared((BM, BN), dtype)
             T.copy(A[by * BM, bx * BN], tile)
@@ -67,8 +72,8 @@ def elementwise_kernel(M: int, N: int, BM: int, BN: int, dtype: str) -> Any:
     """``C = A * B + A`` on register tiles (``T.Parallel`` gives the fragments a layout)."""
     import tilelang.language as T
 
-    @T.prim_func
-    def conformance_elementwise(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype), C: T.Tensor((M, N), dtype)):
+    @T.prim_func  # type: ignore[untyped-decorator]  # tilelang ships no type information
+    def conformance_elementwise(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype), C: T.Tensor((M, N), dtype)) -> None:  # type: ignore[valid-type]  # TileLang DSL, see above
         with T.Kernel(T.ceildiv(N, BN), T.ceildiv(M, BM), threads=128) as (bx, by):
             a = T.alloc_fragment((BM, BN), dtype)
             b = T.alloc_fragment((BM, BN), dtype)
@@ -86,8 +91,8 @@ def axpy_kernel(M: int, N: int, BM: int, BN: int, alpha: float, dtype: str) -> A
     """``C = alpha * A + B`` (the ``@tilelang.jit`` factory case; ``alpha`` is baked in)."""
     import tilelang.language as T
 
-    @T.prim_func
-    def conformance_axpy(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype), C: T.Tensor((M, N), dtype)):
+    @T.prim_func  # type: ignore[untyped-decorator]  # tilelang ships no type information
+    def conformance_axpy(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype), C: T.Tensor((M, N), dtype)) -> None:  # type: ignore[valid-type]  # TileLang DSL, see above
         with T.Kernel(T.ceildiv(N, BN), T.ceildiv(M, BM), threads=128) as (bx, by):
             a = T.alloc_fragment((BM, BN), dtype)
             b = T.alloc_fragment((BM, BN), dtype)
@@ -109,10 +114,10 @@ def param_order_kernel(M: int, N: int, BM: int, BN: int, dtype: str) -> Any:
     """
     import tilelang.language as T
 
-    @T.prim_func
+    @T.prim_func  # type: ignore[untyped-decorator]  # tilelang ships no type information
     def conformance_param_order(
-        Out: T.Tensor((M, N), dtype), x: T.Tensor((M, N), dtype), Unused: T.Tensor((M, N), dtype), Bias: T.Tensor((M, N), dtype)
-    ):
+        Out: T.Tensor((M, N), dtype), x: T.Tensor((M, N), dtype), Unused: T.Tensor((M, N), dtype), Bias: T.Tensor((M, N), dtype)  # type: ignore[valid-type]  # TileLang DSL
+    ) -> None:
         with T.Kernel(T.ceildiv(N, BN), T.ceildiv(M, BM), threads=128) as (bx, by):
             a = T.alloc_fragment((BM, BN), dtype)
             b = T.alloc_fragment((BM, BN), dtype)
@@ -132,8 +137,8 @@ def row_reduce_kernel(M: int, N: int, BM: int, dtype: str, style: str) -> Any:
 
     alloc = T.alloc_fragment if style == "gpu" else T.alloc_local
 
-    @T.prim_func
-    def conformance_row_reduce(A: T.Tensor((M, N), dtype), S: T.Tensor((M,), dtype), X: T.Tensor((M,), dtype)):
+    @T.prim_func  # type: ignore[untyped-decorator]  # tilelang ships no type information
+    def conformance_row_reduce(A: T.Tensor((M, N), dtype), S: T.Tensor((M,), dtype), X: T.Tensor((M,), dtype)) -> None:  # type: ignore[valid-type]  # TileLang DSL, see above
         with T.Kernel(T.ceildiv(M, BM), threads=128) as bx:
             a = alloc((BM, N), dtype)
             s = alloc((BM,), dtype)
@@ -154,8 +159,8 @@ def gemm_kernel(M: int, N: int, K: int, BM: int, BN: int, BK: int, dtype: str, a
     operand = T.alloc_shared if style == "gpu" else T.alloc_local
     accumulator = T.alloc_fragment if style == "gpu" else T.alloc_local
 
-    @T.prim_func
-    def conformance_gemm(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), accum)):
+    @T.prim_func  # type: ignore[untyped-decorator]  # tilelang ships no type information
+    def conformance_gemm(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), accum)) -> None:  # type: ignore[valid-type]  # TileLang DSL, see above
         with T.Kernel(T.ceildiv(N, BN), T.ceildiv(M, BM), threads=128) as (bx, by):
             a = operand((BM, BK), dtype)
             b = operand((BK, BN), dtype)
@@ -314,6 +319,11 @@ def make_inputs(case: KernelCase, device: str | torch.device, seed: int = 0) -> 
     return [torch.randn(shape, generator=generator).to(dtype).to(device) for shape, dtype in case.inputs]
 
 
+def _prefixed(prefix: str) -> Callable[[str], str]:
+    """A ``msg`` callable for ``torch.testing.assert_close`` that prefixes its message."""
+    return lambda message: f"{prefix}: {message}"
+
+
 def compare(case: KernelCase, outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]) -> None:
     """Raise ``AssertionError`` unless ``outputs`` match torch's result on ``inputs``."""
     expected = case.reference(*inputs)
@@ -325,5 +335,5 @@ def compare(case: KernelCase, outputs: Sequence[torch.Tensor], inputs: Sequence[
                 f"{case.name}: output {index} is {got.dtype}{list(got.shape)}, expected {want.dtype}{list(want.shape)}"
             )
         torch.testing.assert_close(
-            got.detach().cpu(), want, atol=case.atol, rtol=case.rtol, msg=lambda m, i=index: f"{case.name} output {i}: {m}"
+            got.detach().cpu(), want, atol=case.atol, rtol=case.rtol, msg=_prefixed(f"{case.name} output {index}")
         )

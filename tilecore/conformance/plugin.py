@@ -26,12 +26,15 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from _tilecore_conformance import is_case_file
 
 from tilecore.conformance.report import CaseResult, Report, render_table
+
+if TYPE_CHECKING:
+    from tilecore.targets import ResolvedTarget
 
 STATE_KEY = pytest.StashKey["ConformanceState"]()
 CACHE_VARS = ("TILELANG_CACHE_DIR",)
@@ -140,7 +143,7 @@ def conformance_kernels(pytestconfig: pytest.Config, tilecore_target_text: str, 
     return KernelBuilder(tilecore_target_text, tilecore_target, _state(pytestconfig).kernel_style)
 
 
-def _resolve(text: str) -> Any:
+def _resolve(text: str) -> ResolvedTarget:
     import tilecore
 
     resolved = tilecore.resolve_target(text)

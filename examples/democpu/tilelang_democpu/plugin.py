@@ -10,8 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
+
 import tilecore
-from tilecore import CompiledKernel, ResolvedTarget, TensorParam, hookimpl
+from tilecore import CompiledKernel, KernelAdapter, ResolvedTarget, TargetSpec, TensorParam, Toolchain, hookimpl
 from tilecore.artifacts import ArtifactStore
 from tilecore.supply import make_tensor
 from tilelang_democpu import __version__, codegen, lowering, profiling, runtime, setup, target
@@ -20,30 +22,30 @@ tilecore_api_version = "1.0"
 
 
 @hookimpl
-def tilecore_declare_targets():
+def tilecore_declare_targets() -> list[TargetSpec]:
     return [target.TARGET]
 
 
 @hookimpl
-def tilecore_setup(target: ResolvedTarget):
+def tilecore_setup(target: ResolvedTarget) -> Toolchain:
     return setup.find_compiler()
 
 
 @hookimpl
-def tilecore_lower(target: ResolvedTarget, mod: Any, tvm_target: Any):
+def tilecore_lower(target: ResolvedTarget, mod: Any, tvm_target: Any) -> Any:
     return lowering.lower(mod, tvm_target)
 
 
 @hookimpl
-def tilecore_codegen(target: ResolvedTarget, device_mod: Any, tvm_target: Any):
+def tilecore_codegen(target: ResolvedTarget, device_mod: Any, tvm_target: Any) -> str:
     return codegen.generate(device_mod, tvm_target)
 
 
 @hookimpl
-def tilecore_create_adapter(target: ResolvedTarget, kernel: CompiledKernel):
-    # tilecore caches the setup hook's result (one probe per target); it is never None for a
-    # backend that implements tilecore_setup, but the type says Optional.
-    toolchain = tilecore.setup_target(target) or setup.find_compiler()
+def tilecore_create_adapter(target: ResolvedTarget, kernel: CompiledKernel) -> KernelAdapter:
+    # tilecore caches the setup hook's result (one probe per target, never None here because
+    # this backend implements tilecore_setup; require_toolchain checks it).
+    toolchain = tilecore.require_toolchain(target)
     compiler = toolchain.location
     # Reused only when it matches the checksum recorded at build time (else rebuilt, once).
     artifact = runtime.obtain(kernel, compiler)
@@ -55,12 +57,14 @@ def tilecore_create_adapter(target: ResolvedTarget, kernel: CompiledKernel):
 
 
 @hookimpl
-def tilecore_supply_tensor(target: ResolvedTarget, param: TensorParam, supply: str):
+def tilecore_supply_tensor(target: ResolvedTarget, param: TensorParam, supply: str) -> torch.Tensor:
     return make_tensor(param, supply, target.device)
 
 
 @hookimpl
-def tilecore_bench(target: ResolvedTarget, fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int, backend: str):
+def tilecore_bench(
+    target: ResolvedTarget, fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int, backend: str
+) -> list[float]:
     return profiling.bench(fn, warmup, rep, n_warmup, n_repeat, backend)
 
 

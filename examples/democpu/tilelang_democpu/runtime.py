@@ -70,7 +70,7 @@ class CAdapter:
     def __init__(self, kernel: CompiledKernel, library: Path, key: str | None = None) -> None:
         # tilecore copies this file into tilelang's disk cache; on a cache hit in a new
         # process, tilecore_create_adapter receives that copy back as kernel.library_path.
-        self.library_path = str(library)
+        self.library_path: str | None = str(library)  # KernelAdapter declares it Optional
         self._key = key
         self._lib = ctypes.CDLL(str(library))
         self._fn = getattr(self._lib, entry_symbol(kernel))
