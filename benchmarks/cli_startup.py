@@ -40,7 +40,9 @@ def main() -> None:
     base = statistics.median(times["python -c pass"])
     for name, values in times.items():
         median = statistics.median(values)
-        print(f"{name:<20} median {median * 1e3:8.1f} ms  ({median / base:5.1f}x bare python)  runs: {', '.join(f'{v * 1e3:.0f}' for v in values)}")
+        print(
+            f"{name:<20} median {median * 1e3:8.1f} ms  ({median / base:5.1f}x bare python)  runs: {', '.join(f'{v * 1e3:.0f}' for v in values)}"
+        )
 
 
 if __name__ == "__main__":

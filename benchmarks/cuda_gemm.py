@@ -193,7 +193,11 @@ def run_worker(mode: str, cache_dir: str, calls: int) -> dict[str, Any]:
         env.pop("TILECORE_DISABLE_PLUGIN_AUTOLOAD", None)
     proc = subprocess.run(
         [sys.executable, os.path.abspath(__file__), "--worker", mode, "--calls", str(calls)],
-        env=env, capture_output=True, text=True, cwd=cache_dir, check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=cache_dir,
+        check=False,
     )
     if proc.returncode != 0:
         raise SystemExit(f"{mode} worker failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
@@ -234,7 +238,10 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "ratio_upstream_over_torch": up / torch_ms,
             "per_round_ratio": raw,
             "per_round_ratio_torch_normalised": normalised,
-            "profiler_ms": {"tilecore (plugin timer)": med("tilecore", "profiler_ms"), "upstream (Profiler.do_bench)": med("upstream", "profiler_ms")},
+            "profiler_ms": {
+                "tilecore (plugin timer)": med("tilecore", "profiler_ms"),
+                "upstream (Profiler.do_bench)": med("upstream", "profiler_ms"),
+            },
             "compile_s": {m: [r["cases"][name]["compile_s"] for r in by_mode[m]] for m in MODES},
             "max_rel_err_vs_fp32": max(r["cases"][name]["rel_err_vs_fp32"] for r in runs),
             "torch_rel_err_vs_fp32": max(r["cases"][name]["torch_rel_err_vs_fp32"] for r in runs),
@@ -273,13 +280,19 @@ def print_table(summary: dict[str, Any], meta: dict[str, Any]) -> None:
         rounds = ", ".join(f"{r:.3f}" for r in c["per_round_ratio"])
         compile_s = "; ".join(f"{m} " + ", ".join(f"{s:.2f}" for s in v) for m, v in c["compile_s"].items())
         timers = "; ".join(f"{k} {v:.4f} ms" for k, v in c["profiler_ms"].items())
-        print(f"{name}: a/b per round [{rounds}]; profiler timers: {timers}; compile s (round 1 cold, then disk cache): {compile_s}; "
-              f"rel err vs fp32: kernel {c['max_rel_err_vs_fp32']:.2e}, torch {c['torch_rel_err_vs_fp32']:.2e}; "
-              f"same TVM target: {c['same_tvm_target']}; same kernel source: {c['same_kernel_source']}; backend {c['execution_backends']}")
+        print(
+            f"{name}: a/b per round [{rounds}]; profiler timers: {timers}; compile s (round 1 cold, then disk cache): {compile_s}; "
+            f"rel err vs fp32: kernel {c['max_rel_err_vs_fp32']:.2e}, torch {c['torch_rel_err_vs_fp32']:.2e}; "
+            f"same TVM target: {c['same_tvm_target']}; same kernel source: {c['same_kernel_source']}; backend {c['execution_backends']}"
+        )
     h = summary["host"]
     print(f"host cost per call, {TINY_N}-element add (median over rounds, us):")
     print(f"{'':<34}{'(a) tilecore':>13}{'(b) upstream':>13}")
-    for key, label in (("kernel", "kernel(x, y, z)  [JITKernel]"), ("adapter_func", "kernel.adapter.func(x, y, z)"), ("ffi_executable", "TVM-FFI executable(x, y, z)")):
+    for key, label in (
+        ("kernel", "kernel(x, y, z)  [JITKernel]"),
+        ("adapter_func", "kernel.adapter.func(x, y, z)"),
+        ("ffi_executable", "TVM-FFI executable(x, y, z)"),
+    ):
         print(f"{label:<34}{h[f'tilecore_{key}_us']:>13.2f}{h[f'upstream_{key}_us']:>13.2f}")
     print(f"{'torch.add(x, y, out=z)':<34}{h['torch_add_us']:>13.2f}")
     rounds = ", ".join(f"{r:.3f}" for r in h["per_round_ratio"])
@@ -310,8 +323,13 @@ def main() -> None:
         for path in caches.values():
             shutil.rmtree(path, ignore_errors=True)
     tilecore_run = next(r for r in runs if r["mode"] == "tilecore")
-    meta = {"device": tilecore_run["device"], "versions": tilecore_run["versions"], "rounds": args.rounds, "plugin": tilecore_run["plugin"],
-            "command": " ".join([os.path.basename(sys.executable), *sys.argv])}
+    meta = {
+        "device": tilecore_run["device"],
+        "versions": tilecore_run["versions"],
+        "rounds": args.rounds,
+        "plugin": tilecore_run["plugin"],
+        "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
+    }
     summary = summarize(runs)
     print_table(summary, meta)
     if args.json:

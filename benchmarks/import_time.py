@@ -63,7 +63,9 @@ def tilecore_costs(runs: int, cwd: str) -> None:
         "tilecore list": [wall([*cli, "list"], cwd) for _ in range(runs)],
         "python -c 'import tilelang'": [wall([sys.executable, "-c", "import tilelang"], cwd) for _ in range(runs)],
     }
-    print(f"import tilecore (in-process)  : median {statistics.median(imports) * 1e3:8.1f} ms  heavy modules imported: {', '.join(sorted(heavy))}")
+    print(
+        f"import tilecore (in-process)  : median {statistics.median(imports) * 1e3:8.1f} ms  heavy modules imported: {', '.join(sorted(heavy))}"
+    )
     base = statistics.median(timings["python -c pass"])
     for name, values in timings.items():
         median = statistics.median(values)

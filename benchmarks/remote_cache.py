@@ -67,12 +67,27 @@ def warmup_kernel(M: int, N: int, threads: int) -> Any:
 
 #: Per target: problem size, dtype, threads, the single kernel's config and the sweep's space.
 PROFILES: dict[str, dict[str, Any]] = {
-    "democpu": {"shape": (128, 128, 128), "dtype": "float32", "style": "portable", "device": "cpu",
-                "tiles": [(bm, bn, bk) for bk in (32, 64) for bm in (16, 32, 64, 128) for bn in (16, 32, 64, 128)]},
-    "tpu": {"shape": (128, 128, 128), "dtype": "float32", "style": "portable", "device": "cpu",
-            "tiles": [(bm, bn, bk) for bk in (32, 64) for bm in (16, 32, 64, 128) for bn in (16, 32, 64, 128)]},
-    "cuda": {"shape": (1024, 1024, 1024), "dtype": "float16", "style": "gpu", "device": "cuda",
-             "tiles": [(bm, bn, bk) for bk in (32, 64) for bm in (32, 64, 128) for bn in (32, 64, 128)]},
+    "democpu": {
+        "shape": (128, 128, 128),
+        "dtype": "float32",
+        "style": "portable",
+        "device": "cpu",
+        "tiles": [(bm, bn, bk) for bk in (32, 64) for bm in (16, 32, 64, 128) for bn in (16, 32, 64, 128)],
+    },
+    "tpu": {
+        "shape": (128, 128, 128),
+        "dtype": "float32",
+        "style": "portable",
+        "device": "cpu",
+        "tiles": [(bm, bn, bk) for bk in (32, 64) for bm in (16, 32, 64, 128) for bn in (16, 32, 64, 128)],
+    },
+    "cuda": {
+        "shape": (1024, 1024, 1024),
+        "dtype": "float16",
+        "style": "gpu",
+        "device": "cuda",
+        "tiles": [(bm, bn, bk) for bk in (32, 64) for bm in (32, 64, 128) for bn in (32, 64, 128)],
+    },
 }
 
 
@@ -174,8 +189,14 @@ def run_machine(target: str, count: int, cache: Path, url: str | None, kill_afte
     if url:
         env["TILECORE_REMOTE_CACHE"] = url
     (cache / "tmp").mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen([sys.executable, __file__, "--worker", target, "--configs", str(count)], env=env, cwd=cache,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--worker", target, "--configs", str(count)],
+        env=env,
+        cwd=cache,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     kernels: list[dict[str, Any]] = []
     counters: dict[str, int] = {}
     assert proc.stdout is not None
@@ -208,11 +229,17 @@ def summarize(target: str, runs: dict[str, dict[str, Any]], count: int) -> list[
     per_cold = statistics.median(cold[n]["seconds"] for n in sweep_names)
     per_remote = statistics.median(remote_[n]["seconds"] for n in sweep_names)
     per_local = statistics.median(local_[n]["seconds"] for n in sweep_names)
-    rows.append(f"| {target} | sweep, median per config | {per_cold * 1e3:.0f} | {per_remote * 1e3:.1f} | {per_local * 1e3:.1f} | {per_cold / per_remote:.0f}x | {per_cold / per_local:.0f}x |")
+    rows.append(
+        f"| {target} | sweep, median per config | {per_cold * 1e3:.0f} | {per_remote * 1e3:.1f} | {per_local * 1e3:.1f} | {per_cold / per_remote:.0f}x | {per_cold / per_local:.0f}x |"
+    )
     cs, rs, ls = compile_sum(cold), compile_sum(remote_), compile_sum(local_)
-    rows.append(f"| {target} | sweep of {count}, compile total | {cs * 1e3:.0f} | {rs * 1e3:.0f} | {ls * 1e3:.0f} | {cs / rs:.0f}x | {cs / ls:.0f}x |")
+    rows.append(
+        f"| {target} | sweep of {count}, compile total | {cs * 1e3:.0f} | {rs * 1e3:.0f} | {ls * 1e3:.0f} | {cs / rs:.0f}x | {cs / ls:.0f}x |"
+    )
     ct, rt, lt = cold["sweep total"]["seconds"], remote_["sweep total"]["seconds"], local_["sweep total"]["seconds"]
-    rows.append(f"| {target} | sweep of {count}, wall (compile+run+check) | {ct * 1e3:.0f} | {rt * 1e3:.0f} | {lt * 1e3:.0f} | {ct / rt:.1f}x | {ct / lt:.1f}x |")
+    rows.append(
+        f"| {target} | sweep of {count}, wall (compile+run+check) | {ct * 1e3:.0f} | {rt * 1e3:.0f} | {lt * 1e3:.0f} | {ct / rt:.1f}x | {ct / lt:.1f}x |"
+    )
     return rows
 
 
@@ -234,7 +261,10 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"unknown targets {unknown}; known: {', '.join(PROFILES)}")
     work = Path(tempfile.mkdtemp(prefix="tilecore-remote-bench-"))
-    table = ["| target | kernel(s) | cold ms | remote hit ms | local hit ms | cold/remote | cold/local |", "|---|---|---:|---:|---:|---:|---:|"]
+    table = [
+        "| target | kernel(s) | cold ms | remote hit ms | local hit ms | cold/remote | cold/local |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
     notes: list[str] = []
     ok = True
     try:
@@ -246,26 +276,34 @@ def main() -> None:
                     "B": run_machine(target, args.configs, work / target / "B", server.url),
                     "B2": run_machine(target, args.configs, work / target / "B", server.url),
                 }
-                served = {m: {k["served"] for n, k in r["kernels"].items() if n == "single" or n.startswith("sweep[")} for m, r in runs.items()}
+                served = {
+                    m: {k["served"] for n, k in r["kernels"].items() if n == "single" or n.startswith("sweep[")} for m, r in runs.items()
+                }
                 correct = all(k["ok"] for r in runs.values() for k in r["kernels"].values())
                 expect = {"A": {"compiled"}, "B": {"remote"}, "B2": {"local"}}
                 table += summarize(target, runs, args.configs)
-                notes.append(f"{target}: served {served} (expected {expect}); all results correct: {correct}; "
-                             f"A published {runs['A']['counters'].get('published', 0)} entries, "
-                             f"{runs['A']['counters'].get('bytes_out', 0) / max(1, runs['A']['counters'].get('published', 1)) / 1024:.1f} KiB each; "
-                             f"publish flush at A's end {runs['A']['kernels']['publish flush']['seconds'] * 1e3:.0f} ms; warnings {sum(len(r['warnings']) for r in runs.values())}")
+                notes.append(
+                    f"{target}: served {served} (expected {expect}); all results correct: {correct}; "
+                    f"A published {runs['A']['counters'].get('published', 0)} entries, "
+                    f"{runs['A']['counters'].get('bytes_out', 0) / max(1, runs['A']['counters'].get('published', 1)) / 1024:.1f} KiB each; "
+                    f"publish flush at A's end {runs['A']['kernels']['publish flush']['seconds'] * 1e3:.0f} ms; warnings {sum(len(r['warnings']) for r in runs.values())}"
+                )
                 hits = max(1, runs["B"]["counters"].get("hits", 0))
-                notes.append(f"{target}: the remote tier's own share of a hit on machine B (mean of {hits}): fetch+verify "
-                             f"{runs['B']['counters'].get('hit_fetch_verify_us', 0) / hits / 1e3:.1f} ms, atomic install "
-                             f"{runs['B']['counters'].get('hit_install_us', 0) / hits / 1e3:.1f} ms; the rest of a remote hit is the local hit (the backend loading the entry)")
+                notes.append(
+                    f"{target}: the remote tier's own share of a hit on machine B (mean of {hits}): fetch+verify "
+                    f"{runs['B']['counters'].get('hit_fetch_verify_us', 0) / hits / 1e3:.1f} ms, atomic install "
+                    f"{runs['B']['counters'].get('hit_install_us', 0) / hits / 1e3:.1f} ms; the rest of a remote hit is the local hit (the backend loading the entry)"
+                )
                 ok &= correct and served == expect
                 if not args.no_fault:
                     fault = run_machine(target, args.configs, work / target / "C", server.url, kill_after=8, server=server)
                     kinds = [fault["kernels"][n]["served"] for n in fault["kernels"] if n.startswith("sweep[")]
                     fault_ok = all(k["ok"] for k in fault["kernels"].values())
-                    notes.append(f"{target} fault run (Redis SIGKILLed after sweep config 8): served {' '.join(k[0] for k in kinds)} "
-                                 f"(r=remote, c=compiled); all results correct: {fault_ok}; warnings: {len(fault['warnings'])}"
-                                 + (f" -> {fault['warnings'][0].split('WARNING', 1)[-1].strip()[:200]}" if fault["warnings"] else ""))
+                    notes.append(
+                        f"{target} fault run (Redis SIGKILLed after sweep config 8): served {' '.join(k[0] for k in kinds)} "
+                        f"(r=remote, c=compiled); all results correct: {fault_ok}; warnings: {len(fault['warnings'])}"
+                        + (f" -> {fault['warnings'][0].split('WARNING', 1)[-1].strip()[:200]}" if fault["warnings"] else "")
+                    )
                     ok &= fault_ok and len(fault["warnings"]) == 1
             finally:
                 server.stop()

@@ -94,7 +94,12 @@ def measure(args: argparse.Namespace, what: str, caches: Path, work: Path) -> di
     script = work / "tpu_bench_program.py"
     script.write_text(PROGRAM)
     result = subprocess.run(
-        [sys.executable, str(script), args.chip, str(args.runs), str(PPL), what], capture_output=True, text=True, env=env, cwd=work, check=False
+        [sys.executable, str(script), args.chip, str(args.runs), str(PPL), what],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=work,
+        check=False,
     )
     if result.returncode != 0:
         raise SystemExit(f"{what} failed:\n{result.stderr[-4000:]}")

@@ -84,7 +84,14 @@ def measure(chip: str, kernels: int, idle: float, settle: float, timeout: str | 
         if timeout is not None:
             env["TILELANG_TPU_IDLE_TIMEOUT"] = timeout
         source = os.path.join(os.path.dirname(__file__), "..", "plugins", "tilelang_tpu", "tests", "ppl", "add_f32_1024.pl")
-        result = subprocess.run([sys.executable, "-c", CHILD, chip, str(kernels), str(idle), source, str(settle)], env=env, capture_output=True, text=True, timeout=600, check=False)
+        result = subprocess.run(
+            [sys.executable, "-c", CHILD, chip, str(kernels), str(idle), source, str(settle)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         if result.returncode != 0:
             raise SystemExit(result.stderr[-3000:])
         line = next(line for line in result.stdout.splitlines() if line.startswith("RESULT "))
@@ -98,13 +105,19 @@ def main() -> None:
     parser.add_argument("--chip", default="bm1690", choices=("bm1690", "bm1684x"))
     parser.add_argument("--kernels", type=int, default=3)
     parser.add_argument("--idle", type=float, default=5.0)
-    parser.add_argument("--settle", type=float, default=4.0, help="seconds between the last launch and the measurement (default timeout: 2 s)")
+    parser.add_argument(
+        "--settle", type=float, default=4.0, help="seconds between the last launch and the measurement (default timeout: 2 s)"
+    )
     args = parser.parse_args()
     kept = measure(args.chip, args.kernels, args.idle, args.settle, "0")
     default = measure(args.chip, args.kernels, args.idle, args.settle, None)
     print(f"{args.chip}, {args.kernels} kernel libraries, {args.settle:g} s, then {args.idle:g} s idle measured:")
-    print(f"  workers kept (timeout 0)   {kept['cores']:.3f} cores while idle ({kept['workers_after_runs']} workers, {kept['workers_after_idle']} left)")
-    print(f"  default idle timeout       {default['cores']:.3f} cores while idle ({default['workers_after_runs']} workers, {default['workers_after_idle']} left)")
+    print(
+        f"  workers kept (timeout 0)   {kept['cores']:.3f} cores while idle ({kept['workers_after_runs']} workers, {kept['workers_after_idle']} left)"
+    )
+    print(
+        f"  default idle timeout       {default['cores']:.3f} cores while idle ({default['workers_after_runs']} workers, {default['workers_after_idle']} left)"
+    )
     print(f"  ratio default / kept       {default['cores'] / kept['cores']:.3f}" if kept["cores"] else "  ratio: n/a")
 
 

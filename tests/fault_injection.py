@@ -54,7 +54,8 @@ IN_PROCESS = {
     "name clash": (DECLARE.replace('"fault", "faulty"', '"fiok", "clash"'), ("fiok",), "clash"),
     "API major mismatch": (DECLARE, ("fault",), "resolve"),
     "missing toolchain": (
-        DECLARE + "@hookimpl\ndef tilecore_setup(target):\n    raise ToolchainError('no vendor compiler found', fix='install the vendor SDK')\n",
+        DECLARE
+        + "@hookimpl\ndef tilecore_setup(target):\n    raise ToolchainError('no vendor compiler found', fix='install the vendor SDK')\n",
         ("fault",),
         "setup",
     ),
@@ -122,7 +123,9 @@ def in_process_fault(work: Path, kind: str) -> dict[str, object]:
     site = _site(work / kind.replace(" ", "_") / "site", source, targets, api="2.0" if kind == "API major mismatch" else "1.0")
     script = site.root.parent / "probe.py"
     script.write_text(textwrap.dedent(PROBE))
-    done = subprocess.run([sys.executable, str(script), trigger], env=_env(site), capture_output=True, text=True, timeout=300, cwd=site.root)
+    done = subprocess.run(
+        [sys.executable, str(script), trigger], env=_env(site), capture_output=True, text=True, timeout=300, cwd=site.root
+    )
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         return {"isolated": False, "named": False, "fix": False, "detail": done.stderr[-500:]}

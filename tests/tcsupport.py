@@ -77,10 +77,8 @@ class FakeSite:
         )
 
 
-
-
 #: A complete backend (target "goodt") that reuses the democpu example's stages.
-GOOD_BACKEND = '''
+GOOD_BACKEND = """
 import tilecore
 from tilecore import TargetSpec, TargetOption, hookimpl
 from tilelang_democpu import codegen, lowering, runtime
@@ -117,7 +115,7 @@ def tilecore_create_adapter(target, kernel):
 @hookimpl
 def tilecore_supply_tensor(target, param, supply):
     return make_tensor(param, supply, target.device)
-'''
+"""
 
 
 def good_backend(version: str = "1.0") -> str:
@@ -125,7 +123,7 @@ def good_backend(version: str = "1.0") -> str:
 
 
 #: A small element-wise kernel that portable CPU lowering handles.
-ADD_KERNEL = '''
+ADD_KERNEL = """
 import tilelang, tilelang.language as T, torch
 M, N = 70, 90
 @T.prim_func
@@ -138,4 +136,4 @@ def add(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32"), C: T.Ten
         for i, j in T.Parallel(32, 32):
             a[i, j] = a[i, j] * 2.0 + b[i, j]
         T.copy(a, C[bx * 32, by * 32])
-'''
+"""

@@ -17,7 +17,7 @@ def test_democpu_all_user_forms(fake_site) -> None:
     out = check(
         fake_site.run(
             ADD_KERNEL
-            + '''
+            + """
 import json, sys
 from tilelang.profiler import TensorSupplyType
 assert "tilecore" in sys.modules, "autoload should have activated tilecore"
@@ -65,7 +65,7 @@ for kind in TensorSupplyType:
 report["supplies"] = supplies
 report["source"] = "add_kernel" in k.get_kernel_source()
 print(json.dumps(report))
-'''
+"""
         )
     )
     report = json.loads(out.strip().splitlines()[-1])
@@ -80,7 +80,7 @@ def test_bad_inputs_give_named_errors(fake_site) -> None:
     out = check(
         fake_site.run(
             ADD_KERNEL
-            + '''
+            + """
 import tilecore
 k = tilelang.compile(add, target="democpu", out_idx=[-1])
 x = torch.randn(M, N)
@@ -98,10 +98,14 @@ for name, fn in cases.items():
         print(name, "NO ERROR")
     except tilecore.TilecoreError as err:
         print(name, type(err).__name__, "|", err)
-'''
+"""
         )
     )
-    lines = dict(line.split(" ", 1) for line in out.strip().splitlines() if line.split(" ", 1)[0] in {"dtype", "shape", "count", "meta", "option", "unknown"})
+    lines = dict(
+        line.split(" ", 1)
+        for line in out.strip().splitlines()
+        if line.split(" ", 1)[0] in {"dtype", "shape", "count", "meta", "option", "unknown"}
+    )
     assert "KernelArgumentError" in lines["dtype"] and "expected torch.float32" in lines["dtype"]
     assert "KernelArgumentError" in lines["shape"] and "(70, 91)" in lines["shape"]
     assert "takes 2 input tensors" in lines["count"]
@@ -110,7 +114,7 @@ for name, fn in cases.items():
     assert "UnknownTargetError" in lines["unknown"] and "'acme-npu'" in lines["unknown"] and "democpu (tilelang-democpu" in lines["unknown"]
 
 
-BROKEN_USE = '''
+BROKEN_USE = """
 from tilecore import TargetSpec, hookimpl
 from tilelang_democpu import lowering
 @hookimpl
@@ -122,17 +126,19 @@ def tilecore_lower(target, mod, tvm_target):
 @hookimpl
 def tilecore_codegen(target, device_mod, tvm_target):
     raise NotImplementedError("T.atomic_add is not supported by this backend")
-'''
+"""
 
 
 def test_broken_backends_do_not_break_tilelang_or_other_targets(fake_site) -> None:
-    fake_site.add("tilelang-broken", "0.9", "tcfake_broken", "raise ImportError('libvendor.so: cannot open shared object file')\n", entry="brokent")
+    fake_site.add(
+        "tilelang-broken", "0.9", "tcfake_broken", "raise ImportError('libvendor.so: cannot open shared object file')\n", entry="brokent"
+    )
     fake_site.add("tilelang-hookraise", "1.1", "tcfake_hookraise", BROKEN_USE, entry="hookt")
     fake_site.add("tilelang-good", "1.0", "tcfake_good", good_backend(), entry="goodt")
     out = check(
         fake_site.run(
             ADD_KERNEL
-            + '''
+            + """
 import tilecore
 x, y = torch.randn(M, N), torch.randn(M, N)
 for target in ("goodt", "democpu", "c"):
@@ -144,7 +150,7 @@ for target in ("brokent", "hookt"):
         print(target, "NO ERROR")
     except tilecore.BackendLoadError as err:
         print(target, "error", type(err.__cause__).__name__, "|", err)
-'''
+"""
         )
     )
     assert "goodt ok True" in out and "democpu ok True" in out and "c ok True" in out
@@ -153,7 +159,9 @@ for target in ("brokent", "hookt"):
 
 
 def test_autoload_off_and_explicit_activation(fake_site) -> None:
-    code = ADD_KERNEL + '''
+    code = (
+        ADD_KERNEL
+        + """
 import sys
 print("active-after-import-tilelang", "tilecore" in sys.modules)
 try:
@@ -165,7 +173,8 @@ import tilecore
 x, y = torch.randn(M, N), torch.randn(M, N)
 k = tilelang.compile(add, target="democpu", out_idx=[-1])
 print("explicit", (k(x, y) - (x * 2 + y)).abs().max().item() < 1e-5)
-'''
+"""
+    )
     out = check(fake_site.run(code, TILECORE_DISABLE_PLUGIN_AUTOLOAD="1", TILECORE_PLUGINS="democpu"))
     assert "active-after-import-tilelang False" in out
     assert "upstream-refused" in out
@@ -173,24 +182,30 @@ print("explicit", (k(x, y) - (x * 2 + y)).abs().max().item() < 1e-5)
 
 
 def test_startup_hook_does_not_import_tilelang(fake_site) -> None:
-    out = check(fake_site.run("import sys; print(sorted(m for m in ('tilelang', 'tilecore', 'torch', '_tilecore_autoload') if m in sys.modules))"))
+    out = check(
+        fake_site.run("import sys; print(sorted(m for m in ('tilelang', 'tilecore', 'torch', '_tilecore_autoload') if m in sys.modules))")
+    )
     assert out.strip() == "['_tilecore_autoload']"
 
 
 def test_import_tilecore_is_cheap_and_activates_on_the_next_import_tilelang(fake_site) -> None:
     """``import tilecore`` imports neither tilelang nor torch, yet a later ``import tilelang``
     activates it, also with the startup hook disabled."""
-    code = '''
+    code = (
+        """
 import sys
 import tilecore
 print("after-import-tilecore", sorted(m for m in ("tilelang", "torch", "tvm") if m in sys.modules))
-''' + ADD_KERNEL + '''
+"""
+        + ADD_KERNEL
+        + """
 from tilecore import _bridge
 print("active", _bridge.installed() is tilecore.get_registry())
 x, y = torch.randn(M, N), torch.randn(M, N)
 k = tilelang.compile(add, target="democpu", out_idx=[-1])
 print("ok", (k(x, y) - (x * 2 + y)).abs().max().item() < 1e-5)
-'''
+"""
+    )
     for autoload_off in ("", "1"):
         out = check(fake_site.run(code, TILECORE_DISABLE_PLUGIN_AUTOLOAD=autoload_off, TILECORE_PLUGINS="democpu"))
         assert "after-import-tilecore []" in out, out

@@ -134,9 +134,7 @@ def _same(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     for name, value in before.items():
         other = after[name]
         if isinstance(value, dict):  # a registry table: same keys, same objects, same list contents
-            if value.keys() != other.keys() or any(
-                value[k][0] is not other[k][0] or value[k][1] != other[k][1] for k in value
-            ):
+            if value.keys() != other.keys() or any(value[k][0] is not other[k][0] or value[k][1] != other[k][1] for k in value):
                 differ.append(name)
         elif value is not other:
             differ.append(name)

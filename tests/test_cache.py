@@ -14,12 +14,15 @@ from pathlib import Path
 
 from tcsupport import ADD_KERNEL, FakeSite, good_backend
 
-REPORT = ADD_KERNEL + '''
+REPORT = (
+    ADD_KERNEL
+    + """
 x, y = torch.randn(M, N), torch.randn(M, N)
 k = tilelang.compile(add, target="goodt", out_idx=[-1])
 ok = (k(x, y) - (x * 2 + y)).abs().max().item() < 1e-5
 print("RESULT", "hit" if k.adapter.kernel.library_path else "compiled", ok)
-'''
+"""
+)
 
 
 def outcome(site: FakeSite, cache: Path) -> str:
@@ -87,13 +90,16 @@ def test_concurrent_compiles_leave_one_valid_entry(fake_site: FakeSite, tmp_path
 # Backend-owned build products (tilecore.artifacts): verified at every reuse
 # ----------------------------------------------------------------------------------------
 
-DEMOCPU = ADD_KERNEL + '''
+DEMOCPU = (
+    ADD_KERNEL
+    + """
 import json
 x, y = torch.randn(M, N), torch.randn(M, N)
 k = tilelang.compile(add, target="democpu", out_idx=[-1])
 error = (k(x, y) - (x * 2 + y)).abs().max().item()
 print("RESULT " + json.dumps({"hit": k.adapter.kernel.library_path is not None, "error": error, "library": k.adapter.launcher.adapter.library_path}))
-'''
+"""
+)
 
 
 def _democpu(tmp_path: Path) -> dict:

@@ -107,6 +107,8 @@ def test_doctor_checks_a_gpu_toolchain_without_a_gpu(fake_site: FakeSite) -> Non
     data = json.loads(result.stdout)
     toolchain = next(b for b in data["backends"] if b["name"] == "cuda")["targets"][0]["toolchain"]
     assert toolchain["ok"] is True and toolchain["name"] == "nvcc", toolchain
-    assert toolchain["checked_with"].startswith("cuda:sm_") and toolchain["command"] == f"tilecore doctor --target {toolchain['checked_with']}"
+    assert (
+        toolchain["checked_with"].startswith("cuda:sm_") and toolchain["command"] == f"tilecore doctor --target {toolchain['checked_with']}"
+    )
     human = flat(cli(fake_site, "doctor", TILECORE_PLUGINS="cuda").stdout)
     assert f"to check a specific target: tilecore doctor --target {toolchain['checked_with']}" in human

@@ -47,9 +47,24 @@ def test_democpu_passes_the_suite(tmp_path: Path) -> None:
     assert unsupported == {"elementwise[bfloat16]"}, statuses
     assert all(status == "passed" for name, status in statuses.items() if name not in unsupported), statuses
     # The battery covers what a backend author is promised it covers.
-    for case in ("declaration", "setup_toolchain", "copy", "elementwise[float16]", "row_reduce", "odd_shape", "out_idx",
-                 "in_place", "jit_factory", "jit_prim_func", "grid_syntax", "do_bench", "assert_allclose",
-                 "wrong_dtype", "wrong_shape", "disk_cache_second_process"):
+    for case in (
+        "declaration",
+        "setup_toolchain",
+        "copy",
+        "elementwise[float16]",
+        "row_reduce",
+        "odd_shape",
+        "out_idx",
+        "in_place",
+        "jit_factory",
+        "jit_prim_func",
+        "grid_syntax",
+        "do_bench",
+        "assert_allclose",
+        "wrong_dtype",
+        "wrong_shape",
+        "disk_cache_second_process",
+    ):
         assert case in statuses, f"case {case} missing from {sorted(statuses)}"
     assert {f"tensor_supply[{k}]" for k in ("Integer", "Uniform", "Normal", "Randn", "Zero", "One", "Auto")} <= set(statuses)
     assert data["target"]["distribution"] == "tilelang-democpu"
@@ -63,7 +78,7 @@ def test_democpu_passes_the_suite(tmp_path: Path) -> None:
 
 #: A backend with democpu's stages whose adapter corrupts every output, and which
 #: declares row reductions unsupported.
-WRONG_BACKEND = '''
+WRONG_BACKEND = """
 import dataclasses
 import torch
 import tilecore
@@ -99,7 +114,7 @@ class OffByOne:
 @hookimpl
 def tilecore_create_adapter(target, kernel):
     return OffByOne(runtime.CAdapter(kernel, runtime.build(kernel, tilecore.setup_target(target).location)))
-'''
+"""
 
 
 @pytest.mark.slow
@@ -110,7 +125,14 @@ def test_wrong_results_fail_and_unsupported_is_reported(fake_site: FakeSite, tmp
     # no test paths it collects the bundled cases.
     env = fake_site.env(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     proc = _pytest(
-        ["-p", "tilecore.conformance", "--tilecore-target=wrongcpu", f"--tilecore-json={results}", "-k", "declaration or copy or row_reduce"],
+        [
+            "-p",
+            "tilecore.conformance",
+            "--tilecore-target=wrongcpu",
+            f"--tilecore-json={results}",
+            "-k",
+            "declaration or copy or row_reduce",
+        ],
         tmp_path,
         env,
     )

@@ -25,13 +25,13 @@ from tilecore.discovery import PluginPolicy
 from tilecore.errors import HookReturnError
 from tilecore.registry import State
 
-DECLARE = '''
+DECLARE = """
 import tilecore
 from tilecore import TargetSpec, TargetOption, hookimpl
 @hookimpl
 def tilecore_declare_targets():
     return {declared}
-'''
+"""
 
 
 def spec(name: str, *aliases: str, extra: str = "") -> str:
@@ -43,11 +43,11 @@ def source(declared: str, body: str = "") -> str:
     return DECLARE.format(declared=declared) + body
 
 
-SETUP_OK = '''
+SETUP_OK = """
 @hookimpl
 def tilecore_setup(target):
     return tilecore.Toolchain("own", "1", "/bin/true", "test")
-'''
+"""
 
 
 @pytest.fixture
@@ -154,7 +154,14 @@ print("OK", tilecore.get_registry().backend_of(tilecore.resolve_target("goodt"))
 
 
 def test_wrong_setup_return_type_names_everything(site) -> None:
-    site.add("tilelang-bad", "0.3", unique("bad"), source(f"[{spec('badt')}]", "@hookimpl\ndef tilecore_setup(target):\n    return {'nvcc': 1}\n"), entry="badt", targets=("badt",))
+    site.add(
+        "tilelang-bad",
+        "0.3",
+        unique("bad"),
+        source(f"[{spec('badt')}]", "@hookimpl\ndef tilecore_setup(target):\n    return {'nvcc': 1}\n"),
+        entry="badt",
+        targets=("badt",),
+    )
     registry = make_registry()
     with pytest.raises(HookReturnError) as info:
         registry.setup(registry.resolve("badt"))
@@ -188,7 +195,14 @@ def test_end_to_end_doctor_json_survives_a_wrong_type(fake_site: FakeSite) -> No
 
 
 def test_same_target_twice_is_a_load_time_error(site) -> None:
-    site.add("tilelang-twice", "1.0", unique("twice"), source(f"[{spec('twicet')}, {spec('othert', 'twicet')}]"), entry="twicet", targets=("twicet", "othert"))
+    site.add(
+        "tilelang-twice",
+        "1.0",
+        unique("twice"),
+        source(f"[{spec('twicet')}, {spec('othert', 'twicet')}]"),
+        entry="twicet",
+        targets=("twicet", "othert"),
+    )
     registry = make_registry()
     with pytest.raises(BackendLoadError) as info:
         registry.resolve("twicet")
@@ -299,7 +313,12 @@ def cli(site: FakeSite, *args: str, **env: str) -> subprocess.CompletedProcess[s
 
 
 def test_cli_errors_are_one_line(fake_site: FakeSite) -> None:
-    for args in (["doctor", "--target", "nosuch"], ["doctor", "--target", "democpu:O2,O0"], ["doctor", "--target", "cuda:sm_٩٠"], ["bogus"]):
+    for args in (
+        ["doctor", "--target", "nosuch"],
+        ["doctor", "--target", "democpu:O2,O0"],
+        ["doctor", "--target", "cuda:sm_٩٠"],
+        ["bogus"],
+    ):
         result = cli(fake_site, *args, TILECORE_PLUGINS="democpu")
         assert result.returncode in (1, 2), args
         errors = [line for line in result.stderr.splitlines() if line.startswith("tilecore: error:")]
@@ -316,6 +335,14 @@ def test_malformed_target_unit_errors_are_tilecore_errors() -> None:
     from tilecore.registry import Registry as R
 
     registry = R(PluginPolicy.from_env({"TILECORE_PLUGINS": "democpu"}))
-    for bad in ({"kind": "democpu", 1: 2}, {"kind": 5}, "democpu:O2,O0", "democpu:opt=O2,opt=O0", {"kind": "democpu", "opt": 2}, "démo", "bad$name"):
+    for bad in (
+        {"kind": "democpu", 1: 2},
+        {"kind": 5},
+        "democpu:O2,O0",
+        "democpu:opt=O2,opt=O0",
+        {"kind": "democpu", "opt": 2},
+        "démo",
+        "bad$name",
+    ):
         with pytest.raises(TilecoreError):
             registry.resolve(bad)

@@ -25,7 +25,7 @@ from tilecore import (
 from tilecore.discovery import PluginPolicy
 from tilecore.registry import State
 
-DECLARE = '''
+DECLARE = """
 from tilecore import TargetSpec, TargetOption, hookimpl
 @hookimpl
 def tilecore_declare_targets():
@@ -34,7 +34,7 @@ def tilecore_declare_targets():
 @hookimpl
 def tilecore_setup(target):
     {setup}
-'''
+"""
 
 
 def backend_source(name: str, aliases: tuple[str, ...] = (), setup: str = "return None") -> str:
@@ -90,7 +90,9 @@ def test_resolution_forms_and_bad_option(site) -> None:
 
 
 def test_import_failure_is_isolated_and_loud_when_named(site) -> None:
-    site.add("tilelang-broken", "0.9", unique("broken"), "raise ImportError('libvendor.so: cannot open shared object file')\n", entry="brokent")
+    site.add(
+        "tilelang-broken", "0.9", unique("broken"), "raise ImportError('libvendor.so: cannot open shared object file')\n", entry="brokent"
+    )
     site.add("tilelang-good", "1.0", unique("good"), backend_source("goodt"), entry="goodt")
     registry = make_registry()
     assert registry.resolve("goodt").name == "goodt"  # the other target is unaffected
@@ -236,7 +238,7 @@ def test_explicit_register_and_validation(site) -> None:
         registry.register(plugin_module("typo", tilecore_api_version="1.0", tilecore_not_a_hook=tilecore_not_a_hook))
 
 
-PRIORITY = '''
+PRIORITY = """
 from tilecore import Availability, TargetSpec, hookimpl
 @hookimpl
 def tilecore_declare_targets():
@@ -244,7 +246,7 @@ def tilecore_declare_targets():
             TargetSpec("bestt", "best but absent", priority=90, probe=lambda: Availability.no("no card")),
             TargetSpec("crasht", "probe raises", priority=99, probe=lambda: 1 / 0),
             TargetSpec("slowt", "available, low priority", priority=1)]
-'''
+"""
 
 
 def test_auto_picks_highest_priority_available(site) -> None:
@@ -266,7 +268,13 @@ def test_targetless_wrapper_plugins_see_every_backend_call(site) -> None:
     from tilecore import hookimpl
 
     site.add("tilelang-good", "1.0", unique("good"), backend_source("goodt", setup="return None"), entry="goodt")
-    site.add("tilelang-other", "1.0", unique("other"), backend_source("othert", setup="raise AssertionError('wrong backend called')"), entry="othert")
+    site.add(
+        "tilelang-other",
+        "1.0",
+        unique("other"),
+        backend_source("othert", setup="raise AssertionError('wrong backend called')"),
+        entry="othert",
+    )
     registry = make_registry()
     seen: list[str] = []
 

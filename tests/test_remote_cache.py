@@ -75,7 +75,9 @@ class Machines:
 
     def run(self, plan: list[dict], **env: str) -> tuple[list[dict], dict, str]:
         environ = {k: v for k, v in os.environ.items() if not k.startswith("TILECORE_REMOTE_CACHE")}
-        environ.update(TMPDIR=str(self.tmp), HOME=str(self.home), PYTHONUNBUFFERED="1", TILELANG_TPU_TOOLCHAIN_DIR=str(TPU_TOOLCHAIN), **env)
+        environ.update(
+            TMPDIR=str(self.tmp), HOME=str(self.home), PYTHONUNBUFFERED="1", TILELANG_TPU_TOOLCHAIN_DIR=str(TPU_TOOLCHAIN), **env
+        )
         proc = subprocess.run(
             [sys.executable, str(WORKER), json.dumps(plan)], env=environ, cwd=self.cwd, capture_output=True, text=True, timeout=300
         )
@@ -231,7 +233,9 @@ def test_third_party_store_from_entry_point(tmp_path: Path, monkeypatch: pytest.
 # ----------------------------------------------------------------------------------------
 
 
-def test_hit_across_machines_and_nothing_written_outside_the_caches(machines: Machines, store: redis.Redis, redis_server: LocalRedisServer) -> None:
+def test_hit_across_machines_and_nothing_written_outside_the_caches(
+    machines: Machines, store: redis.Redis, redis_server: LocalRedisServer
+) -> None:
     """democpu, and tpu (BM1690 emulator) where its toolchain is installed: machine B loads
     machine A's kernels; the remote key is the local one; no stray files anywhere."""
     url = {"configure": {"url": redis_server.url, "key": KEY_A}}
@@ -250,7 +254,9 @@ def test_hit_across_machines_and_nothing_written_outside_the_caches(machines: Ma
     # cold compile is not published, and that costs one warning (no password in it).
     store.acl_setuser("reader", enabled=True, passwords=["+readerpw"], keys=["*"], commands=["+get", "+getex", "+@connection"])
     reader = {"configure": {"url": redis_server.url.replace("//", "//reader:readerpw@"), "key": KEY_A}}
-    second, counters, err_b = machines.run([reader, {"compile": 1.5, "cache": machines.cache("b")}, {"compile": 2.5, "cache": machines.cache("b")}, *tpu, {"flush": True}])
+    second, counters, err_b = machines.run(
+        [reader, {"compile": 1.5, "cache": machines.cache("b")}, {"compile": 2.5, "cache": machines.cache("b")}, *tpu, {"flush": True}]
+    )
     hit, cold = second[1], second[2]
     if HAVE_TPU:
         assert second[3]["served"] == "disk" and second[3]["ok"], second[3]
@@ -357,7 +363,9 @@ class _BadServer:
             conn.close()
 
 
-def test_store_down_silent_garbage_or_full_costs_one_warning(machines: Machines, store: redis.Redis, redis_server: LocalRedisServer) -> None:
+def test_store_down_silent_garbage_or_full_costs_one_warning(
+    machines: Machines, store: redis.Redis, redis_server: LocalRedisServer
+) -> None:
     """Each failing store costs its process one warning naming the URL (credentials stripped),
     then kernels compile locally without further remote calls."""
     silent, junk = _BadServer(None), _BadServer(b"HTTP/1.1 400 Bad Request\r\n\r\n")
@@ -401,7 +409,9 @@ def test_store_down_silent_garbage_or_full_costs_one_warning(machines: Machines,
 
 
 def test_eight_concurrent_compilers_store_one_entry(machines: Machines, store: redis.Redis, redis_server: LocalRedisServer) -> None:
-    steps, _, err = machines.run([{"configure": {"url": redis_server.url, "key": KEY_A}}, {"fork": 8, "scale": 40.0, "cache_root": machines.cache("fork")}])
+    steps, _, err = machines.run(
+        [{"configure": {"url": redis_server.url, "key": KEY_A}}, {"fork": 8, "scale": 40.0, "cache_root": machines.cache("fork")}]
+    )
     assert steps[1]["exit_codes"] == [0] * 8, err[-3000:]
     children = steps[-1]["children"]
     assert len(children) == 8 and all(c["ok"] for c in children)
@@ -423,8 +433,12 @@ def test_cache_command_and_doctor_on_both_tiers(machines: Machines, store: redis
     machines.run([{"configure": {"url": redis_server.url}}, {"compile": 50.0, "cache": cache}])
     store.set("tilecore:v1:0.0.1:" + "f" * 64, b"old version entry")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TILECORE_REMOTE_CACHE")}
-    env.update(TILELANG_CACHE_DIR=cache, TILECORE_REMOTE_CACHE=redis_server.url.replace("//", "//default:sekrit@"), TMPDIR=str(machines.tmp),
-               TILECORE_REMOTE_CACHE_KEY=KEY_A)
+    env.update(
+        TILELANG_CACHE_DIR=cache,
+        TILECORE_REMOTE_CACHE=redis_server.url.replace("//", "//default:sekrit@"),
+        TMPDIR=str(machines.tmp),
+        TILECORE_REMOTE_CACHE_KEY=KEY_A,
+    )
     store.config_set("requirepass", "sekrit")
     try:
         script = (

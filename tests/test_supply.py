@@ -68,5 +68,8 @@ def test_timing_method_default_env_and_refusal(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("ACME_BENCH", "bogus")
     with pytest.raises(tilecore.TilecoreError, match=r"target acme \(tilelang-acme 2\.1\): ACME_BENCH='bogus' is not a timing method"):
         timing_method(target, "event", ("event", "cudagraph"), env_var="ACME_BENCH")
-    with pytest.raises(tilecore.TilecoreError, match=r"target acme \(tilelang-acme 2\.1\): do_bench\(backend='cupti'\) .* Valid: event, cudagraph \(default event\)"):
+    with pytest.raises(
+        tilecore.TilecoreError,
+        match=r"target acme \(tilelang-acme 2\.1\): do_bench\(backend='cupti'\) .* Valid: event, cudagraph \(default event\)",
+    ):
         timing_method(target, "cupti", ("event", "cudagraph"))

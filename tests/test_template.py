@@ -109,10 +109,32 @@ def test_generated_backend_installs_and_passes_the_suite(tmp_path: Path) -> None
     out = proc.stdout
     assert proc.returncode == 0 and "1 passed" in out, out[-6000:] + proc.stderr[-3000:]
     assert "target mychip:opt=O2 (tilelang-mychip 0.1.0, device cpu, portable kernels)" in out, out[-6000:]
-    statuses = {line.split()[0]: line.split()[1] for line in out.splitlines() if line.split()[1:2] and line.split()[1] in ("passed", "failed", "error", "unsupported", "skipped")}
-    for case in ("declaration", "target_forms", "option_errors", "setup_toolchain", "copy", "elementwise[float32]",
-                 "elementwise[float16]", "odd_shape", "row_reduce", "gemm", "out_idx", "in_place", "jit_factory",
-                 "jit_prim_func", "grid_syntax", "do_bench", "assert_allclose", "wrong_dtype", "disk_cache_second_process"):
+    statuses = {
+        line.split()[0]: line.split()[1]
+        for line in out.splitlines()
+        if line.split()[1:2] and line.split()[1] in ("passed", "failed", "error", "unsupported", "skipped")
+    }
+    for case in (
+        "declaration",
+        "target_forms",
+        "option_errors",
+        "setup_toolchain",
+        "copy",
+        "elementwise[float32]",
+        "elementwise[float16]",
+        "odd_shape",
+        "row_reduce",
+        "gemm",
+        "out_idx",
+        "in_place",
+        "jit_factory",
+        "jit_prim_func",
+        "grid_syntax",
+        "do_bench",
+        "assert_allclose",
+        "wrong_dtype",
+        "disk_cache_second_process",
+    ):
         assert statuses.get(case) == "passed", (case, statuses)
     assert statuses["elementwise[bfloat16]"] == "unsupported"
 
@@ -127,8 +149,19 @@ def test_doc_minimal_backend(fake_site: FakeSite, tmp_path: Path) -> None:
     fake_site.add("tilelang-minicpu", "0.1.0", "tilelang_minicpu", source, entry="minicpu", api=None)
     results = tmp_path / "minicpu.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--pyargs", "tilecore.conformance", "--tilecore-target=minicpu",
-         f"--tilecore-json={results}", "-k", "declaration or setup_toolchain or copy or odd_shape or disk_cache"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--pyargs",
+            "tilecore.conformance",
+            "--tilecore-target=minicpu",
+            f"--tilecore-json={results}",
+            "-k",
+            "declaration or setup_toolchain or copy or odd_shape or disk_cache",
+        ],
         cwd=tmp_path,
         env=fake_site.env(),
         capture_output=True,

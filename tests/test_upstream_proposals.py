@@ -47,7 +47,9 @@ def _patched_copy(dest: Path) -> Path:
     return package
 
 
-PROGRAM = ADD_KERNEL + '''
+PROGRAM = (
+    ADD_KERNEL
+    + """
 import json, sys
 from tilelang.cache.kernel_cache import KernelCache, _CACHE_KEY_SALTS
 from tilelang.jit.kernel import JITKernel
@@ -66,7 +68,8 @@ print("REPORT", json.dumps({
     "source": "add_kernel" in k.get_kernel_source(),
     "from_disk": getattr(k, "artifact", None) is None,
 }))
-'''
+"""
+)
 
 
 @pytest.mark.slow

@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 from tcsupport import ADD_KERNEL, FakeSite
 
-C_PROGRAM = ADD_KERNEL + '''
+C_PROGRAM = (
+    ADD_KERNEL
+    + """
 import json, sys
 torch.manual_seed(0)
 x, y = torch.randn(M, N), torch.randn(M, N)
@@ -24,9 +26,10 @@ out = k(x, y)
 print("REPORT", json.dumps({"tilecore": "tilecore" in sys.modules, "backend": k.execution_backend,
       "source": k.get_kernel_source(), "host": k.get_host_source(), "sum": float(out.sum()),
       "err": float((out - (x * 2 + y)).abs().max())}))
-'''
+"""
+)
 
-CUDA_PROGRAM = '''
+CUDA_PROGRAM = """
 import json, sys
 import tilelang, tilelang.language as T
 
@@ -48,7 +51,7 @@ def gemm(M, N, K, bm=128, bn=128, bk=64):
 k = tilelang.compile(gemm(512, 512, 512), target={"kind": "cuda", "arch": "sm_90a"}, execution_backend="tvm_ffi", out_idx=[-1])
 print("REPORT", json.dumps({"tilecore": "tilecore" in sys.modules, "target": str(k.target.export()["arch"]),
       "source": k.get_kernel_source(), "backend": k.execution_backend}))
-'''
+"""
 
 
 def run_both(site: FakeSite, program: str, tmp: Path) -> tuple[dict, dict]:

@@ -67,7 +67,9 @@ class Launcher:
                 raise KernelArgumentError(f"{self._where}: argument {slot} ({param.describe()}) is an integer scalar, got {value!r}.")
             return
         if not isinstance(value, torch.Tensor):
-            raise KernelArgumentError(f"{self._where}: argument {slot} ({param.describe()}) must be a torch.Tensor, got {type(value).__name__}.")
+            raise KernelArgumentError(
+                f"{self._where}: argument {slot} ({param.describe()}) must be a torch.Tensor, got {type(value).__name__}."
+            )
         if value.dtype != param.dtype:
             raise KernelArgumentError(
                 f"{self._where}: argument {slot} ({param.describe()}) has dtype {value.dtype}; expected {param.dtype}. "

@@ -136,7 +136,7 @@ def parse_api_version(text: object, *, who: str) -> tuple[int, int]:
     except ValueError:
         raise PluginValidationError(
             f"{who} declares tilecore_api_version={text!r}; it must be 'MAJOR.MINOR', e.g. '{API_VERSION[0]}.{API_VERSION[1]}'.",
-            fix=f"set tilecore_api_version = \"{API_VERSION[0]}.{API_VERSION[1]}\" in the backend",
+            fix=f'set tilecore_api_version = "{API_VERSION[0]}.{API_VERSION[1]}" in the backend',
         ) from None
     return major, minor
 
@@ -146,7 +146,7 @@ def check_api_version(plugin: object, *, who: str) -> str:
     if declared is None:
         raise PluginValidationError(
             f"{who} does not declare tilecore_api_version.",
-            fix=f"add tilecore_api_version = \"{API_VERSION[0]}.{API_VERSION[1]}\" next to its hook implementations",
+            fix=f'add tilecore_api_version = "{API_VERSION[0]}.{API_VERSION[1]}" next to its hook implementations',
         )
     major, minor = parse_api_version(declared, who=who)
     core = f"{API_VERSION[0]}.{API_VERSION[1]}"
@@ -202,9 +202,7 @@ class Registry:
     as unknown.  See "Resolution rule" in docs/architecture.md.
     """
 
-    def __init__(
-        self, policy: PluginPolicy | None = None, builtin_kinds: Callable[[], Iterable[str]] = loaded_host_kinds
-    ) -> None:
+    def __init__(self, policy: PluginPolicy | None = None, builtin_kinds: Callable[[], Iterable[str]] = loaded_host_kinds) -> None:
         self.policy = policy or PluginPolicy.from_env()
         self._builtin_kinds = builtin_kinds
         self._lock = threading.RLock()
@@ -423,12 +421,12 @@ class Registry:
                         raise PluginValidationError(
                             f"{backend.label} declares {name!r}, a target kind tilelang compiles by itself, without opting in.",
                             fix=f"pick another name, or set TargetSpec({spec.name!r}, ..., replaces_builtin=True) and list {name!r} "
-                            "under [project.entry-points.\"tilecore.targets\"]",
+                            'under [project.entry-points."tilecore.targets"]',
                         )
                     if not in_process and not (backend.complete and name in claims):
                         raise PluginValidationError(
                             f"{backend.label} takes over tilelang's built-in kind {name!r} but its metadata does not list it.",
-                            fix=f"add {name} = \"{backend.value}\" under [project.entry-points.\"tilecore.targets\"] of {backend.distribution}",
+                            fix=f'add {name} = "{backend.value}" under [project.entry-points."tilecore.targets"] of {backend.distribution}',
                         )
                 if in_process or name in claims:
                     continue
@@ -436,7 +434,7 @@ class Registry:
                     raise PluginValidationError(
                         f"{backend.label} declares target {name!r}, which its distribution's tilecore.targets metadata does not list "
                         f"(it lists {choices_text(claims)}).",
-                        fix=f"add {name} = \"{backend.value}\" under [project.entry-points.\"tilecore.targets\"] of {backend.distribution}",
+                        fix=f'add {name} = "{backend.value}" under [project.entry-points."tilecore.targets"] of {backend.distribution}',
                     )
                 others = [b for b in self._backends if b is not backend and b.state is not State.BLOCKED and name in b.claims]
                 if others:
@@ -496,9 +494,7 @@ class Registry:
         claimants = self.metadata_names().get(kind, [])
         if len(claimants) > 1:
             raise AmbiguousTargetError(
-                f"target {kind!r} is claimed by more than one installed backend: "
-                + "; ".join(b.label for b in claimants)
-                + ".",
+                f"target {kind!r} is claimed by more than one installed backend: " + "; ".join(b.label for b in claimants) + ".",
                 fix="uninstall one, or choose with " + " or ".join(f"TILECORE_PLUGINS=no:{b.block_name}" for b in claimants),
             )
         if claimants:

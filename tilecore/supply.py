@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from tilecore.registry import Registry
     from tilecore.targets import ResolvedTarget
 
+
 def make_tensor(param: TensorParam, supply: str, device: str | torch.device) -> torch.Tensor:
     """A tensor for ``param`` on ``device`` filled according to ``supply``."""
     import torch  # here, not at module level: importing this module must not import torch

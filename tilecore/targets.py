@@ -285,9 +285,7 @@ def split_target_string(text: str) -> tuple[str, dict[str, str]]:
             raise MalformedTargetError(f"target {text!r}: {part!r} has no option name before '='. Write name=value.")
         if key in raw:
             if key:
-                raise MalformedTargetError(
-                    f"target {text!r} gives option {key!r} twice ({raw[key]!r} and {value!r}); give it once."
-                )
+                raise MalformedTargetError(f"target {text!r} gives option {key!r} twice ({raw[key]!r} and {value!r}); give it once.")
             raise MalformedTargetError(
                 f"target {text!r} gives two values without a name ({raw[key]!r} and {value!r}); only the first "
                 f"option may be given positionally (e.g. '{kind}:{raw[key]}'); name the others as key=value."
@@ -385,10 +383,7 @@ def bind_options(
     raw = dict(raw)
     if "" in raw:
         if not spec.options:
-            raise TargetOptionError(
-                f"target {spec.name!r} (from {owner}) takes no options, but got {raw['']!r}. "
-                f"Use target={spec.name!r}."
-            )
+            raise TargetOptionError(f"target {spec.name!r} (from {owner}) takes no options, but got {raw['']!r}. Use target={spec.name!r}.")
         first = spec.options[0].name
         if first in raw:
             raise TargetOptionError(f"target {spec.name!r}: option {first!r} given twice")
@@ -419,7 +414,5 @@ def bind_options(
         options[opt.name] = value
     if raw and not passthrough:
         valid = choices_text(opt.name for opt in spec.options)
-        raise TargetOptionError(
-            f"target {spec.name!r} (from {owner}) has no option(s) {choices_text(raw)}. Valid options: {valid}."
-        )
+        raise TargetOptionError(f"target {spec.name!r} (from {owner}) has no option(s) {choices_text(raw)}. Valid options: {valid}.")
     return options, raw

@@ -18,7 +18,9 @@ import torch
 import torch.nn.functional as F
 
 
-def flashattn(batch: int, heads: int, seq_len: int, dim: int, is_causal: bool, block_M: int = 128, block_N: int = 128, dtype: str = "float16"):
+def flashattn(
+    batch: int, heads: int, seq_len: int, dim: int, is_causal: bool, block_M: int = 128, block_N: int = 128, dtype: str = "float16"
+):
     scale = (1.0 / dim) ** 0.5 * 1.44269504  # log2(e)
     shape = [batch, seq_len, heads, dim]
     accum_dtype = "float32"
@@ -91,7 +93,9 @@ def main() -> None:
         profiler = kernel.get_profiler()
         latency = profiler.do_bench(n_warmup=1, n_repeat=3)
         kind = "causal" if is_causal else "non-causal"
-        print(f"flash_attention {kind} b{batch} h{heads} s{seq_len} d{dim} fp16, 128x128 blocks: {latency:.3f} ms per call (emulator wall time when no card is present)")
+        print(
+            f"flash_attention {kind} b{batch} h{heads} s{seq_len} d{dim} fp16, 128x128 blocks: {latency:.3f} ms per call (emulator wall time when no card is present)"
+        )
     print("flash_attention: matches torch")
 
 

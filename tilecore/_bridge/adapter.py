@@ -96,7 +96,9 @@ def evict_faulted_kernel(adapter: TilecoreAdapter) -> None:
                     del cache._memory_cache[key]
 
 
-def make_adapter(registry: Registry, target: ResolvedTarget, kernel: CompiledKernel, params: list[Any], host_source: str) -> TilecoreAdapter:
+def make_adapter(
+    registry: Registry, target: ResolvedTarget, kernel: CompiledKernel, params: list[Any], host_source: str
+) -> TilecoreAdapter:
     """Ask the target's backend for its adapter and put tilecore's argument checks in front of it."""
     from tilecore.launch import Launcher
 
@@ -128,7 +130,9 @@ def _owned(registry: Registry, jit_kernel: Any) -> ResolvedTarget:
 
 def wrap_create_adapter_from_artifact(registry: Registry, original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
-    def create_adapter_from_artifact(self: Any, tilelang_func: Any, out_idx: Any, artifact: Any, pass_configs: Any, compile_metadata: Any) -> Any:
+    def create_adapter_from_artifact(
+        self: Any, tilelang_func: Any, out_idx: Any, artifact: Any, pass_configs: Any, compile_metadata: Any
+    ) -> Any:
         if self.execution_backend != EXECUTION_BACKEND:
             return original(self, tilelang_func, out_idx, artifact, pass_configs, compile_metadata)
         target = _owned(registry, self)
@@ -161,7 +165,18 @@ def wrap_create_adapter_from_database(registry: Registry, original: Callable[...
         compile_flags: Any = None,
     ) -> Any:
         if self.execution_backend != EXECUTION_BACKEND:
-            return original(self, params, result_idx, target, func_or_mod, host_kernel_source, device_kernel_source, kernel_lib_path, pass_configs, compile_flags)
+            return original(
+                self,
+                params,
+                result_idx,
+                target,
+                func_or_mod,
+                host_kernel_source,
+                device_kernel_source,
+                kernel_lib_path,
+                pass_configs,
+                compile_flags,
+            )
         resolved = _owned(registry, self)
         registry.setup(resolved)
         tparams = tensor_params(params, func_or_mod)

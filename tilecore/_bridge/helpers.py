@@ -131,7 +131,10 @@ def bind_kernel_params_in_declared_order(mod: Any) -> Any:
             slot = {index_of[a]: p for a, p in zip(call.args, kernel.params, strict=True)}
             # An unused slot takes the host's own data variable (the declared buffer's).
             params = [slot[i] if i in slot else by_index[i] for i in range(count)]
-            rewritten[call.op] = (tirx.PrimFunc(params, kernel.body, kernel.ret_type, kernel.buffer_map, kernel.attrs), [by_index[i] for i in range(count)])
+            rewritten[call.op] = (
+                tirx.PrimFunc(params, kernel.body, kernel.ret_type, kernel.buffer_map, kernel.attrs),
+                [by_index[i] for i in range(count)],
+            )
         if not rewritten:
             continue
 

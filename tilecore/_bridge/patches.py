@@ -101,7 +101,9 @@ def install(registry: Registry) -> None:
     with _lock:
         if _installed is not None:
             if _installed is not registry:
-                raise TilecoreError("tilecore is already bridged to tilelang with another registry; call tilecore._bridge.uninstall() first")
+                raise TilecoreError(
+                    "tilecore is already bridged to tilelang with another registry; call tilecore._bridge.uninstall() first"
+                )
             return
         gate.check()
         try:

@@ -75,7 +75,15 @@ def profiler_class() -> type[Any]:
             for lhs, rhs in zip(lib_outs, ref_outs, strict=True):
                 if lhs is None or rhs is None:
                     continue
-                torch_assert_close(lhs.cpu(), rhs.to(lhs.dtype).cpu(), rtol=rtol, atol=atol, max_mismatched_ratio=max_mismatched_ratio, base_name="tilelang", ref_name="ref")
+                torch_assert_close(
+                    lhs.cpu(),
+                    rhs.to(lhs.dtype).cpu(),
+                    rtol=rtol,
+                    atol=atol,
+                    max_mismatched_ratio=max_mismatched_ratio,
+                    base_name="tilelang",
+                    ref_name="ref",
+                )
 
         def do_bench(
             self,

@@ -74,7 +74,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="TARGET",
         help="run setup for TARGET as written in user code (e.g. an explicit arch); repeatable",
     )
-    parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="per-backend deadline (default 60, or TILECORE_DOCTOR_TIMEOUT)")
+    parser.add_argument(
+        "--timeout", type=float, default=None, metavar="SECONDS", help="per-backend deadline (default 60, or TILECORE_DOCTOR_TIMEOUT)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

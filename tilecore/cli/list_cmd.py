@@ -16,9 +16,17 @@ from tilecore.cli import Command
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--load", action="store_true", help="import each backend (in its own subprocess) and show state, availability, errors")
+    parser.add_argument(
+        "--load", action="store_true", help="import each backend (in its own subprocess) and show state, availability, errors"
+    )
     parser.add_argument("--json", action="store_true", help="machine-readable output (schema: docs/user-guide.md, 'JSON output')")
-    parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="per-backend load deadline with --load (default 60, or TILECORE_DOCTOR_TIMEOUT)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="per-backend load deadline with --load (default 60, or TILECORE_DOCTOR_TIMEOUT)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

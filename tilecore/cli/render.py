@@ -68,7 +68,9 @@ def render_backend(out: Writer, b: dict[str, Any], *, loaded: bool) -> None:
     api = f" API {b['api_version']}" if b["api_version"] else ""
     out.line(f"{mark:<7} {b['name']:<12} {b['distribution']} {b['version']}{api}{role}  targets: {names or '-'}", hang=8)
     if b["duplicates"]:
-        out.field("duplicate", f"the identical entry point {b['name']} = {b['entry_point']} is also registered by {', '.join(b['duplicates'])}", 4)
+        out.field(
+            "duplicate", f"the identical entry point {b['name']} = {b['entry_point']} is also registered by {', '.join(b['duplicates'])}", 4
+        )
     if not b["metadata_complete"] and not loaded:
         out.line("metadata lists no targets (legacy): naming an unlisted target imports this backend", 4)
     if b["reason"]:

@@ -148,4 +148,3 @@ def test_kernel_source(conformance_kernels: KernelBuilder) -> None:
     """``kernel.get_kernel_source()`` returns the generated source text."""
     source = conformance_kernels.get("copy").get_kernel_source()
     assert isinstance(source, str) and source.strip(), f"get_kernel_source() returned {source!r:.80}"
-

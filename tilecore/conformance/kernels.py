@@ -116,7 +116,10 @@ def param_order_kernel(M: int, N: int, BM: int, BN: int, dtype: str) -> Any:
 
     @T.prim_func  # type: ignore[untyped-decorator]  # tilelang ships no type information
     def conformance_param_order(
-        Out: T.Tensor((M, N), dtype), x: T.Tensor((M, N), dtype), Unused: T.Tensor((M, N), dtype), Bias: T.Tensor((M, N), dtype)  # type: ignore[valid-type]  # TileLang DSL
+        Out: T.Tensor((M, N), dtype),  # type: ignore[valid-type]  # TileLang DSL
+        x: T.Tensor((M, N), dtype),  # type: ignore[valid-type]  # TileLang DSL
+        Unused: T.Tensor((M, N), dtype),  # type: ignore[valid-type]  # TileLang DSL
+        Bias: T.Tensor((M, N), dtype),  # type: ignore[valid-type]  # TileLang DSL
     ) -> None:
         with T.Kernel(T.ceildiv(N, BN), T.ceildiv(M, BM), threads=128) as (bx, by):
             a = T.alloc_fragment((BM, BN), dtype)
@@ -331,9 +334,5 @@ def compare(case: KernelCase, outputs: Sequence[torch.Tensor], inputs: Sequence[
         raise AssertionError(f"{case.name}: kernel produced {len(outputs)} outputs, torch {len(expected)}")
     for index, (got, want) in enumerate(zip(outputs, expected, strict=True)):
         if tuple(got.shape) != tuple(want.shape) or got.dtype != want.dtype:
-            raise AssertionError(
-                f"{case.name}: output {index} is {got.dtype}{list(got.shape)}, expected {want.dtype}{list(want.shape)}"
-            )
-        torch.testing.assert_close(
-            got.detach().cpu(), want, atol=case.atol, rtol=case.rtol, msg=_prefixed(f"{case.name} output {index}")
-        )
+            raise AssertionError(f"{case.name}: output {index} is {got.dtype}{list(got.shape)}, expected {want.dtype}{list(want.shape)}")
+        torch.testing.assert_close(got.detach().cpu(), want, atol=case.atol, rtol=case.rtol, msg=_prefixed(f"{case.name} output {index}"))

@@ -292,4 +292,3 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         path = Path(state.json_path).expanduser().resolve()
         atomic_write(path, (json.dumps(report.as_dict(), indent=2) + "\n").encode())
         terminalreporter.write_line(f"conformance results written to {path}")
-

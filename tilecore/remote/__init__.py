@@ -214,8 +214,12 @@ def doctor_report() -> dict[str, Any]:
         return report
     assert tier is not None
     report["signing"] = tier.key_source if tier.secret else "off (entries are not authenticated)"
-    report["settings"] = {"ttl": tier.settings.ttl, "timeout": tier.settings.timeout, "connect_timeout": tier.settings.connect_timeout,
-                          "max_entry_bytes": tier.settings.max_entry_bytes}
+    report["settings"] = {
+        "ttl": tier.settings.ttl,
+        "timeout": tier.settings.timeout,
+        "connect_timeout": tier.settings.connect_timeout,
+        "max_entry_bytes": tier.settings.max_entry_bytes,
+    }
     try:
         store = tier.store()
         report["rtt_ms"] = round(min(store.ping() for _ in range(3)) * 1e3, 3)

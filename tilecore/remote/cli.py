@@ -78,7 +78,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
             cmd.add_argument("--all-versions", action="store_true", help="remote: also other tilecore versions' entries")
         if name == "prune":
             cmd.add_argument("--max-age", type=float, metavar="DAYS", help="local: remove entries unused for DAYS")
-            cmd.add_argument("--max-bytes", type=parse_size, metavar="SIZE", help="trim each tier to SIZE (e.g. 2G), least recently used first")
+            cmd.add_argument(
+                "--max-bytes", type=parse_size, metavar="SIZE", help="trim each tier to SIZE (e.g. 2G), least recently used first"
+            )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -110,7 +110,9 @@ def decode(blob: bytes, key: str, versions: Mapping[str, str], secret: bytes | N
         if found_versions.get(name) != expected:
             raise EntryRejected("version", f"{name} {found_versions.get(name)!r} != local {expected!r}")
     if sum(size for _, size, _ in files_meta) != len(body) - start or any(size < 0 for _, size, _ in files_meta):
-        raise EntryRejected("size", f"payload is {len(body) - start} bytes, the manifest lists {sum(s for _, s, _ in files_meta)} (truncated or padded)")
+        raise EntryRejected(
+            "size", f"payload is {len(body) - start} bytes, the manifest lists {sum(s for _, s, _ in files_meta)} (truncated or padded)"
+        )
     files: dict[str, bytes] = {}
     offset = start
     for name, size, digest in files_meta:

@@ -57,11 +57,28 @@ class LocalRedisServer:
         self.workdir.mkdir(parents=True, exist_ok=True)
         for _attempt in range(3):  # the free port may be taken between probing and binding
             self.port = free_port()
-            args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.workdir),
-                    "--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", str(self.workdir / "redis.log")]
+            args = [
+                self.binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.workdir),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "no",
+                "--logfile",
+                str(self.workdir / "redis.log"),
+            ]
             if self.maxmemory:
                 args += ["--maxmemory", self.maxmemory, "--maxmemory-policy", "allkeys-lru"]
-            self.process = subprocess.Popen(args, cwd=self.workdir, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.process = subprocess.Popen(
+                args, cwd=self.workdir, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline and self.process.poll() is None:
                 if ping(self.port):

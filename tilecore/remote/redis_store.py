@@ -118,7 +118,9 @@ class RedisStore(Store):
                 for index, name in enumerate(names):
                     size, idle = replies[2 * index], replies[2 * index + 1]
                     if isinstance(size, int) and size > 0:  # 0: expired or deleted meanwhile
-                        yield StoredEntry(name.decode() if isinstance(name, bytes) else str(name), size, float(idle) if isinstance(idle, int) else None)
+                        yield StoredEntry(
+                            name.decode() if isinstance(name, bytes) else str(name), size, float(idle) if isinstance(idle, int) else None
+                        )
             if int(cursor) == 0:
                 return
 

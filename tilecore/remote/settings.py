@@ -47,7 +47,9 @@ def build(url: str, query: Mapping[str, str], overrides: Mapping[str, Any]) -> S
             try:
                 value = _convert(name, raw)
             except (TypeError, ValueError):
-                raise RemoteURLError(f"remote cache {redact(url)!r}: option {name}={raw!r} from {source} is not a valid {types[name]}") from None
+                raise RemoteURLError(
+                    f"remote cache {redact(url)!r}: option {name}={raw!r} from {source} is not a valid {types[name]}"
+                ) from None
             settings = replace(settings, **{name: value})
     return settings
 

@@ -90,7 +90,10 @@ class Tier:
             logger.warning(
                 "tilecore remote cache %s: %s failed (%s); compiling locally without the remote tier "
                 "(retrying after %.0f s; this warning is shown once per process).",
-                self.url, during, _strip(detail, self.parsed.store_url), self.settings.retry_after,
+                self.url,
+                during,
+                _strip(detail, self.parsed.store_url),
+                self.settings.retry_after,
             )
         else:
             logger.debug("remote cache %s: %s failed again (%s)", self.url, during, _strip(detail, self.parsed.store_url))
@@ -135,7 +138,9 @@ class Tier:
         self.counters["bytes_in"] += len(blob)
         self.counters["hit_fetch_verify_us"] += int((fetched - start) * 1e6)
         self.counters["hit_install_us"] += int((time.perf_counter() - fetched) * 1e6)
-        logger.debug("remote cache hit %s: %d bytes, %d files, %.1f ms", key[:16], len(blob), len(found.files), (time.perf_counter() - start) * 1e3)
+        logger.debug(
+            "remote cache hit %s: %d bytes, %d files, %.1f ms", key[:16], len(blob), len(found.files), (time.perf_counter() - start) * 1e3
+        )
         return True
 
     def _reject(self, name: str, key: str, blob: bytes, bad: entry.EntryRejected) -> None:
@@ -196,7 +201,9 @@ class Tier:
             self.counters["publish_denied"] += 1
             logger.warning(
                 "tilecore remote cache %s: publishing refused (%s); using the remote cache read-only in this process "
-                "(add ?publish=0 to the URL to skip publishing).", self.url, _strip(str(err), self.parsed.store_url),
+                "(add ?publish=0 to the URL to skip publishing).",
+                self.url,
+                _strip(str(err), self.parsed.store_url),
             )
             return
         except Exception as err:
@@ -209,7 +216,10 @@ class Tier:
             self.counters["publish_exists"] += 1
         logger.debug(
             "remote cache %s %s: %d bytes, %.1f ms",
-            "published" if stored else "already holds", job.key[:16], len(blob), (time.perf_counter() - start) * 1e3,
+            "published" if stored else "already holds",
+            job.key[:16],
+            len(blob),
+            (time.perf_counter() - start) * 1e3,
         )
 
     def flush(self, timeout: float | None = None) -> bool:

@@ -14,7 +14,18 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from tilecore.errors import TilecoreError
 
 #: Query keys that configure the tier itself (not the store); values in seconds or bytes.
-TIER_OPTIONS = ("ttl", "timeout", "connect_timeout", "max_entry_bytes", "max_bytes", "prefix", "retry_after", "flush_timeout", "max_pending", "publish")
+TIER_OPTIONS = (
+    "ttl",
+    "timeout",
+    "connect_timeout",
+    "max_entry_bytes",
+    "max_bytes",
+    "prefix",
+    "retry_after",
+    "flush_timeout",
+    "max_pending",
+    "publish",
+)
 
 #: Query keys whose values are secrets (never printed).
 _SECRET_QUERY_KEYS = ("password", "pass", "token", "secret", "key", "access_key", "secret_key")
@@ -54,7 +65,7 @@ def _unsplit(scheme: str, netloc: str, path: str, query: str, fragment: str) -> 
     """``urlunsplit`` that keeps ``//`` for host-less URLs (``dir:///srv/cache``)."""
     text = urlunsplit((scheme, netloc, path, query, fragment))
     if not netloc:
-        text = f"{scheme}://{text[len(scheme) + 1:]}"
+        text = f"{scheme}://{text[len(scheme) + 1 :]}"
     return text
 
 

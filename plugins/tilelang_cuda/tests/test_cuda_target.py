@@ -27,7 +27,9 @@ needs_nvcc = pytest.mark.skipif(setup.locate_nvcc() is None, reason="needs nvcc 
 without_gpu = pytest.mark.skipif(GPU_PROBLEM is None, reason="checks the behaviour without a GPU")
 
 
-@pytest.mark.parametrize("spelling", ["cuda:sm_90a", "cuda:arch=sm_90a", {"kind": "cuda", "arch": "sm_90a"}, {"kind": "CUDA", "arch": "sm_90a"}])
+@pytest.mark.parametrize(
+    "spelling", ["cuda:sm_90a", "cuda:arch=sm_90a", {"kind": "cuda", "arch": "sm_90a"}, {"kind": "CUDA", "arch": "sm_90a"}]
+)
 def test_cuda_target_forms_resolve_to_the_plugin(spelling: object) -> None:
     resolved = tilecore.resolve_target(spelling)
     assert resolved is not None
@@ -152,7 +154,10 @@ def test_cuda_bench_method_is_validated(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv(profiling.ENV_METHOD, "cudagraph")
     assert timing_method(target, "event", profiling.METHODS, env_var=profiling.ENV_METHOD) == "cudagraph"
     monkeypatch.setenv(profiling.ENV_METHOD, "wall")
-    with pytest.raises(tilecore.TilecoreError, match=r"target cuda:arch=sm_90a \(tilelang-cuda 0.1.0\): TILELANG_CUDA_BENCH='wall' .*Valid: event, cudagraph"):
+    with pytest.raises(
+        tilecore.TilecoreError,
+        match=r"target cuda:arch=sm_90a \(tilelang-cuda 0.1.0\): TILELANG_CUDA_BENCH='wall' .*Valid: event, cudagraph",
+    ):
         profiling.bench(target, lambda: None, 25, 100, 0, 0, "event")
     monkeypatch.delenv(profiling.ENV_METHOD)
     with pytest.raises(tilecore.TilecoreError, match=r"do_bench\(backend='wall'\) is not a timing method"):

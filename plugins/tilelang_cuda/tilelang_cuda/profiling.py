@@ -53,7 +53,14 @@ def bench(
         repeats = n_repeat if n_repeat > 0 else max(1, int(rep / per_call))
         return _graph_samples(fn, flush, repeats, device, new_event)
     return timed_samples(
-        fn, new_event=new_event, synchronize=synchronize, before_each=flush.zero_, warmup=warmup, rep=rep, n_warmup=n_warmup, n_repeat=n_repeat
+        fn,
+        new_event=new_event,
+        synchronize=synchronize,
+        before_each=flush.zero_,
+        warmup=warmup,
+        rep=rep,
+        n_warmup=n_warmup,
+        n_repeat=n_repeat,
     )
 
 

@@ -207,6 +207,4 @@ def execution_backends(arch: str) -> tuple[ExecutionBackend, ...]:
     target = Target({"kind": "cuda", "arch": arch})
     available = set(module.allowed_execution_backends(target, include_unavailable=False))
     default = module.resolve_execution_backend("auto", target).name if available else None
-    return tuple(
-        ExecutionBackend(name, name in available, name == default) for name in module.allowed_execution_backends(target)
-    )
+    return tuple(ExecutionBackend(name, name in available, name == default) for name in module.allowed_execution_backends(target))

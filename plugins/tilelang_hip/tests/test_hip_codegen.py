@@ -34,7 +34,9 @@ def test_elementwise_source(add_kernel: Any, arch: str) -> None:
     assert source == generate_source(add_kernel, {"kind": "hip", "arch": arch})
     for include in TEMPLATE_INCLUDES:
         assert include in source
-    signature = 'extern "C" __global__ void __launch_bounds__(256) add_kernel(float* __restrict__ A, float* __restrict__ B, float* __restrict__ C)'
+    signature = (
+        'extern "C" __global__ void __launch_bounds__(256) add_kernel(float* __restrict__ A, float* __restrict__ B, float* __restrict__ C)'
+    )
     assert signature in source
     # One thread per element: blockIdx.x * 256 + threadIdx.x indexes all three buffers.
     assert source.count("((((int)blockIdx.x) * 256) + ((int)threadIdx.x))") == 3
@@ -52,7 +54,10 @@ def test_gemm_source_uses_mfma(gemm_kernel: Any, arch: str) -> None:
     assert "extern __shared__ __align__(1024) uchar buf_dyn_shmem[];" in source
 
 
-@pytest.mark.parametrize(("arch", "builtin"), [("gfx1100", "__builtin_amdgcn_wmma_f32_16x16x16_f16_w32("), ("gfx1201", "__builtin_amdgcn_wmma_f32_16x16x16_f16_w32_gfx12(")])
+@pytest.mark.parametrize(
+    ("arch", "builtin"),
+    [("gfx1100", "__builtin_amdgcn_wmma_f32_16x16x16_f16_w32("), ("gfx1201", "__builtin_amdgcn_wmma_f32_16x16x16_f16_w32_gfx12(")],
+)
 def test_rdna_gemm_uses_wmma(gemm_kernel: Any, arch: str, builtin: str) -> None:
     source = generate_source(gemm_kernel, f"hip:{arch}")
     assert builtin in source and "__builtin_amdgcn_mfma" not in source

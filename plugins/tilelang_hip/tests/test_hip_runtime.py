@@ -47,7 +47,10 @@ def test_rocm_build_is_accepted() -> None:
     assert runtime.TorchBuild("2.9.0+rocm6.4", "6.4.43482", None).kind == "rocm"
 
 
-@pytest.mark.parametrize(("name", "arch"), [("gfx90a:sramecc+:xnack-", "gfx90a"), ("gfx942", "gfx942"), ("GFX1100", "gfx1100"), ("", None), (None, None), ("sm_90", None)])
+@pytest.mark.parametrize(
+    ("name", "arch"),
+    [("gfx90a:sramecc+:xnack-", "gfx90a"), ("gfx942", "gfx942"), ("GFX1100", "gfx1100"), ("", None), (None, None), ("sm_90", None)],
+)
 def test_arch_names_are_normalized(name: object, arch: str | None) -> None:
     assert runtime.normalize_arch(name) == arch
 
@@ -128,5 +131,8 @@ def test_hip_event_bench(rocm_device: torch.device) -> None:
 @pytest.mark.parametrize("backend", ["cudagraph", "wall", "cupti"])
 def test_hip_bench_refuses_timing_methods_it_does_not_have(backend: str) -> None:
     """do_bench(backend=...) is honoured or refused by name (it used to be ignored), before any device work."""
-    with pytest.raises(tilecore.TilecoreError, match=rf"target hip:arch=gfx942 \(tilelang-hip {__version__}\): do_bench\(backend='{backend}'\) is not a timing method of this backend\. Valid: event"):
+    with pytest.raises(
+        tilecore.TilecoreError,
+        match=rf"target hip:arch=gfx942 \(tilelang-hip {__version__}\): do_bench\(backend='{backend}'\) is not a timing method of this backend\. Valid: event",
+    ):
         profiling.bench(hip(), lambda: None, warmup=5.0, rep=20.0, n_warmup=0, n_repeat=1, backend=backend)

@@ -50,7 +50,9 @@ def test_tvm_target_is_the_one_upstream_builds(arch: str) -> None:
     via_tilelang = determine_target(f"hip:{arch}", return_object=True)
     assert str(via_tilelang) == str(upstream)
     # ...and upstream's own TVM-style input maps back to the same resolved target.
-    assert resolve_tvm(tilecore.get_registry(), determine_target({"kind": "hip", "mcpu": arch}, return_object=True)) == resolve(f"hip:{arch}")
+    assert resolve_tvm(tilecore.get_registry(), determine_target({"kind": "hip", "mcpu": arch}, return_object=True)) == resolve(
+        f"hip:{arch}"
+    )
 
 
 def test_feature_flags_in_mcpu_map_back_to_the_arch() -> None:

@@ -82,6 +82,4 @@ def bench(
     """``tilecore_bench`` for ``hip``: HIP-event timing on the checked ROCm device; ``backend`` is validated."""
     timing_method(target, backend, METHODS)
     device = runtime.require_device(target)
-    return event_bench(
-        fn, device, warmup=warmup, rep=rep, n_warmup=n_warmup, n_repeat=n_repeat, cache_bytes=flush_bytes(target["arch"])
-    )
+    return event_bench(fn, device, warmup=warmup, rep=rep, n_warmup=n_warmup, n_repeat=n_repeat, cache_bytes=flush_bytes(target["arch"]))

@@ -300,5 +300,12 @@ def test_every_tile_op_in_the_table_has_its_handler() -> None:
     from tilelang_tpu import codegen_constructs
 
     handlers = codegen_constructs.tile_op_handlers()
-    assert sorted(handlers) == ["tl.tileop.atomicadd", "tl.tileop.copy", "tl.tileop.cumsum", "tl.tileop.fill", "tl.tileop.gemm", "tl.tileop.reduce"]
+    assert sorted(handlers) == [
+        "tl.tileop.atomicadd",
+        "tl.tileop.copy",
+        "tl.tileop.cumsum",
+        "tl.tileop.fill",
+        "tl.tileop.gemm",
+        "tl.tileop.reduce",
+    ]
     assert all(callable(h) for h in handlers.values())

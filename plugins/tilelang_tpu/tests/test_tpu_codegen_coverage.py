@@ -28,7 +28,11 @@ def _device_module(func: Any, target: str = "tpu") -> tuple[Any, Any]:
 
     tvm_target = determine_target(target, return_object=True)
     lowered = lowering.lower(IRModule({func.attrs["global_symbol"]: func}), tvm_target)
-    kernels = {g: f for g, f in lowered.functions.items() if f.attrs is not None and f.attrs.get("calling_conv") == CallingConv.DEVICE_KERNEL_LAUNCH}
+    kernels = {
+        g: f
+        for g, f in lowered.functions.items()
+        if f.attrs is not None and f.attrs.get("calling_conv") == CallingConv.DEVICE_KERNEL_LAUNCH
+    }
     return IRModule(kernels), tvm_target
 
 
@@ -70,7 +74,9 @@ def test_scalar_parameters_float_and_int(dtype: str) -> None:
         out = kernel(x, alpha, 99, n_valid)
         ref = x.float().clone()
         ref[:, :n_valid] = ref[:, :n_valid] * alpha + n_valid
-        torch.testing.assert_close(out, ref.to(x.dtype), rtol=1e-3 if dtype == "float16" else 1e-6, atol=1e-3 if dtype == "float16" else 1e-5)
+        torch.testing.assert_close(
+            out, ref.to(x.dtype), rtol=1e-3 if dtype == "float16" else 1e-6, atol=1e-3 if dtype == "float16" else 1e-5
+        )
         _untouched([x], [x0])
     with pytest.raises(KernelArgumentError, match="integer scalar"):
         kernel(x, 1.0, 0, 2.5)
@@ -254,7 +260,6 @@ def test_gemm_splitk_atomic_add(dtype: str, split: int, K: int) -> None:
     kernel(a, b, c)
     assert float((c - expected).abs().max() / expected.abs().max()) < 1e-5
     _untouched([a, b], [a0, b0])
-
 
 
 # ---------------------------------------------------------------------------- T.cumsum

@@ -54,6 +54,7 @@ def test_compile_add_runs_on_the_emulator(toolchain: setup.TpuToolchain, chip: s
 
 def test_jit_fp16_and_profiler(toolchain: setup.TpuToolchain, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(profiling, "_warned", False)  # the warning is once per process; earlier tests may have logged it
+
     @tilelang.jit(target="tpu", out_idx=[-1])
     def add(M: int, N: int):
         return add_program(M, N, 64, 128, "float16")
@@ -88,7 +89,12 @@ _CHILD = textwrap.dedent(
 
 def _child() -> dict:
     result = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(Path(__file__).parent)], capture_output=True, text=True, env=dict(os.environ), timeout=300, check=False
+        [sys.executable, "-c", _CHILD, str(Path(__file__).parent)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=300,
+        check=False,
     )
     assert result.returncode == 0, f"exit {result.returncode}: {result.stderr[-3000:]}"
     line = next(line for line in result.stdout.splitlines() if line.startswith("RESULT "))
@@ -175,7 +181,13 @@ def test_long_tmpdir_and_a_tpu_mlir_folder_in_the_current_directory(toolchain: s
     env["TMPDIR"] = str(long_tmp)
     env["TILELANG_TPU_IDLE_TIMEOUT"] = "1"
     result = subprocess.run(
-        [sys.executable, "-c", _HOSTILE, str(Path(__file__).parent)], cwd=project, env=env, capture_output=True, text=True, timeout=300, check=False
+        [sys.executable, "-c", _HOSTILE, str(Path(__file__).parent)],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert result.returncode == 0, f"exit {result.returncode}: {result.stderr[-3000:]}"
     facts = json.loads(next(line for line in result.stdout.splitlines() if line.startswith("RESULT ")).removeprefix("RESULT "))

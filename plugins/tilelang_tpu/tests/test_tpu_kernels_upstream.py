@@ -106,9 +106,7 @@ def test_flash_attention_bshd(is_causal: bool, dtype: str, block: int, dim: int)
     """Upstream's default 128 x 128 blocks fit BM1690's local memory, at dim 64 and 128."""
     batch, heads, seq_len = 1, 2, 256
     tdt = getattr(torch, dtype)
-    kernel = tilelang.compile(
-        flash_attention_kernel(batch, heads, seq_len, dim, is_causal, block, block, dtype), target="tpu", out_idx=[3]
-    )
+    kernel = tilelang.compile(flash_attention_kernel(batch, heads, seq_len, dim, is_causal, block, block, dtype), target="tpu", out_idx=[3])
     q, k, v = (torch.randn(batch, seq_len, heads, dim).to(tdt) for _ in range(3))
     out = _run(kernel, q, k, v)
     expected = _attention_reference(q, k, v, is_causal)

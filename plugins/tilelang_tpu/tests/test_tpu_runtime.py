@@ -28,7 +28,9 @@ F32 = torch.float32
 F16 = torch.float16
 
 
-def _kernel(name: str, source: str, dtype: torch.dtype, shape: tuple[int, ...], n: int, chip: str = "bm1690", mode: str = "cmodel") -> CompiledKernel:
+def _kernel(
+    name: str, source: str, dtype: torch.dtype, shape: tuple[int, ...], n: int, chip: str = "bm1690", mode: str = "cmodel"
+) -> CompiledKernel:
     target = tilecore.resolve_target({"kind": "tpu", "chip": chip, "mode": mode})
     params = tuple(TensorParam(f"arg{i}", dtype, shape) for i in range(n))
     return CompiledKernel(name=name, source=source, params=params, out_idx=(n - 1,), target=target)
@@ -113,7 +115,11 @@ def test_ppl_compile_error_keeps_the_source(toolchain: setup.TpuToolchain) -> No
 
 def test_tile_too_large_for_local_memory(toolchain: setup.TpuToolchain, ppl: Callable[[str], str]) -> None:
     # 3 fp32 tiles of 64 x 65536: 768 KiB per lane, far above BM1690's 256 KiB.
-    source = ppl("add_f32_1024.pl").replace("const int BLOCK_N = 256;", "const int BLOCK_N = 65536;").replace("const int N = 1024;", "const int N = 65536;")
+    source = (
+        ppl("add_f32_1024.pl")
+        .replace("const int BLOCK_N = 256;", "const int BLOCK_N = 65536;")
+        .replace("const int N = 1024;", "const int N = 65536;")
+    )
     with pytest.raises(runtime.LocalMemoryError, match=r"do not fit in bm1690's local memory.*Use smaller tiles"):
         runtime.build(source, "add", "bm1690", "cmodel", toolchain)
 

@@ -331,7 +331,9 @@ def test_world_writable_sdk_is_warned_about(tmp_path: Path, monkeypatch: pytest.
 # ----------------------------------------------------------------------------------------
 
 
-def test_install_shows_progress_for_download_and_unpacking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_install_shows_progress_for_download_and_unpacking(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     wheel = _fake_wheel(tmp_path)
     monkeypatch.setenv("TILELANG_TPU_PROGRESS", "1")
     downloads = tmp_path / "downloads"
@@ -377,7 +379,9 @@ def test_tilecore_list_and_doctor_with_a_hanging_envsetup(tmp_path: Path) -> Non
     listing = subprocess.run([sys.executable, "-c", _TILECORE, "list"], env=env, capture_output=True, text=True, timeout=300, check=False)
     assert "tpu" in listing.stdout, listing.stdout + listing.stderr
     assert not runs.exists(), "tilecore list executed envsetup.sh"
-    doctor = subprocess.run([sys.executable, "-c", _TILECORE, "doctor", "--target", "tpu"], env=env, capture_output=True, text=True, timeout=300, check=False)
+    doctor = subprocess.run(
+        [sys.executable, "-c", _TILECORE, "doctor", "--target", "tpu"], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
     assert "did not finish within 2 s" in doctor.stdout + doctor.stderr, doctor.stdout + doctor.stderr
     assert runs.read_text().count("run") == 1, "the failure was not memoised: doctor ran the script twice"
     child = int(pids.read_text())

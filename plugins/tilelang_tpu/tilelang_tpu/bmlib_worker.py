@@ -80,13 +80,18 @@ class Bmlib:
         try:
             for buffer in buffers:
                 memory = DeviceMemory()
-                self._check(self._lib.bm_malloc_device_byte(self._handle, ctypes.byref(memory), max(len(buffer), 1)), "bm_malloc_device_byte")
+                self._check(
+                    self._lib.bm_malloc_device_byte(self._handle, ctypes.byref(memory), max(len(buffer), 1)), "bm_malloc_device_byte"
+                )
                 memories.append(memory)
             for buffer, memory in zip(buffers, memories, strict=True):
                 if buffer:
                     self._check(self._lib.bm_memcpy_s2d(self._handle, memory, _address(buffer)), "bm_memcpy_s2d")
             args = (ctypes.c_uint64 * max(len(memories), 1))(*(self._lib.bm_mem_get_device_addr(m) for m in memories))
-            self._check(self._lib.tpu_kernel_launch(self._handle, self._function, ctypes.byref(args), ctypes.sizeof(args)), f"tpu_kernel_launch({self._symbol})")
+            self._check(
+                self._lib.tpu_kernel_launch(self._handle, self._function, ctypes.byref(args), ctypes.sizeof(args)),
+                f"tpu_kernel_launch({self._symbol})",
+            )
             for buffer, memory in zip(buffers, memories, strict=True):
                 if buffer:
                     self._check(self._lib.bm_memcpy_d2s(self._handle, _address(buffer), memory), "bm_memcpy_d2s")
@@ -97,5 +102,3 @@ class Bmlib:
 
 def _address(buffer: bytearray) -> int:
     return ctypes.addressof((ctypes.c_char * len(buffer)).from_buffer(buffer))
-
-

@@ -221,13 +221,21 @@ def _install_locked(version: str, wheel: Path | None, force: bool) -> Path:
         with tempfile.TemporaryDirectory(prefix=f".staging-{version}-", dir=install_root(), ignore_cleanup_errors=True) as name:
             staging = Path(name)
             count, total = extract(source, staging)
-            manifest = {"tpu_mlir": version, "wheel": source.name, "installed_by": f"tilelang-tpu {__version__}", "files": count, "bytes": total}
+            manifest = {
+                "tpu_mlir": version,
+                "wheel": source.name,
+                "installed_by": f"tilelang-tpu {__version__}",
+                "files": count,
+                "bytes": total,
+            }
             (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
             from_install(staging / PACKAGE)  # validate before publishing
             if force and destination.exists():
                 shutil.rmtree(destination)
             publish_dir(staging, destination)
-    print(f"installed tpu_mlir {version} toolchain: {count} files, {total / 2**20:.0f} MiB in {destination} ({time.perf_counter() - started:.1f} s)")
+    print(
+        f"installed tpu_mlir {version} toolchain: {count} files, {total / 2**20:.0f} MiB in {destination} ({time.perf_counter() - started:.1f} s)"
+    )
     return package
 
 
@@ -240,7 +248,9 @@ def info(as_json: bool) -> int:
         else:
             print(f"no toolchain: {err}")
         return 1
-    chips = {chip: {"chip_code": toolchain.chip_code(chip), "missing_libraries": toolchain.missing_libraries(chip)} for chip in RUNTIME_LIBRARIES}
+    chips = {
+        chip: {"chip_code": toolchain.chip_code(chip), "missing_libraries": toolchain.missing_libraries(chip)} for chip in RUNTIME_LIBRARIES
+    }
     data = {
         "found": True,
         "found_by": toolchain.found_by,
@@ -275,7 +285,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     toolchain = commands.add_parser("toolchain", help="install or show the SophGo PPL toolchain")
     actions = toolchain.add_subparsers(dest="action", required=True)
-    install_parser = actions.add_parser("install", help=f"fetch tpu_mlir from PyPI and unpack what compiling and emulation need into {install_root()}")
+    install_parser = actions.add_parser(
+        "install", help=f"fetch tpu_mlir from PyPI and unpack what compiling and emulation need into {install_root()}"
+    )
     install_parser.add_argument("--version", default=TOOLCHAIN_WHEEL_VERSION, help=f"tpu_mlir version (default {TOOLCHAIN_WHEEL_VERSION})")
     install_parser.add_argument("--wheel", type=Path, help="use an already downloaded tpu_mlir wheel instead of pip download")
     install_parser.add_argument("--force", action="store_true", help="reinstall even if present")

@@ -96,9 +96,7 @@ CONSTRUCTS: tuple[Construct, ...] = (
     ),
     Construct("`T.copy` global → global", "refused: stage the data through a `T.alloc_shared` tile", "codegen_copy", REFUSED),
     # ------------------------------------------------------------------ fill
-    Construct(
-        "`T.fill(tile, v)`, `T.clear(tile)`", "`tiu::fill(tile, v)`", "codegen_fill", tile_op="tl.tileop.fill", handler="emit_fill"
-    ),
+    Construct("`T.fill(tile, v)`, `T.clear(tile)`", "`tiu::fill(tile, v)`", "codegen_fill", tile_op="tl.tileop.fill", handler="emit_fill"),
     # ------------------------------------------------------------------ element-wise
     Construct(
         "`T.Parallel` loops `c[i, j] = expr`",
@@ -241,7 +239,14 @@ def tile_op_handlers() -> dict[str, Callable[[Any, Any], None]]:
 
 def supported_tile_ops_hint() -> str:
     """The fix line of an unknown tile op's error: the tile ops the table supports."""
-    spelled = {"atomicadd": "T.atomic_add", "cumsum": "T.cumsum(dim=1)", "copy": "T.copy", "fill": "T.fill/T.clear", "reduce": "T.reduce_{max,min,sum,abssum,absmax}", "gemm": "T.gemm"}
+    spelled = {
+        "atomicadd": "T.atomic_add",
+        "cumsum": "T.cumsum(dim=1)",
+        "copy": "T.copy",
+        "fill": "T.fill/T.clear",
+        "reduce": "T.reduce_{max,min,sum,abssum,absmax}",
+        "gemm": "T.gemm",
+    }
     ops = [c.tile_op.removeprefix("tl.tileop.") for c in CONSTRUCTS if c.tile_op]
     return "supported tile ops on tpu: " + ", ".join(spelled.get(op, f"T.{op}") for op in ops) + ", T.Parallel element-wise loops"
 

@@ -11,7 +11,7 @@ from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES, offset4, to4
 if TYPE_CHECKING:
     from tilelang_tpu.codegen_emit import Emitter
 
-__all__ = ['copy_local', 'copy_regions', 'emit_copy']
+__all__ = ["copy_local", "copy_regions", "emit_copy"]
 
 
 def emit_copy(em: Emitter, call: Any) -> None:

@@ -11,7 +11,7 @@ from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES, broadcast_strides,
 if TYPE_CHECKING:
     from tilelang_tpu.codegen_emit import Emitter
 
-__all__ = ['elementwise', 'emit_parallel']
+__all__ = ["elementwise", "emit_parallel"]
 
 
 def emit_parallel(em: Emitter, loop: Any) -> None:
@@ -154,7 +154,9 @@ def _global_store(em: Emitter, store: Any, loop_vars: list[Any], extents: list[i
         dom.append(extents[[v.name for v in loop_vars].index(var.name)])
         used.append(var)
     if len(used) != len(loop_vars) or any(not u.same_as(v) for u, v in zip(used, loop_vars, strict=True)):
-        raise em.fail(f"T.Parallel store {store.buffer.name}[{', '.join(map(str, index))}] not indexed by every loop variable in order", loop)
+        raise em.fail(
+            f"T.Parallel store {store.buffer.name}[{', '.join(map(str, index))}] not indexed by every loop variable in order", loop
+        )
     # Compute the value into a tile shaped like the loop domain (rows on lanes).
     shape = tuple(d for d in dom if d != 1) or (1,)
     name = em.fresh(f"{store.buffer.name}_out")
@@ -165,7 +167,9 @@ def _global_store(em: Emitter, store: Any, loop_vars: list[Any], extents: list[i
     ctx = _Elementwise(em, loop_vars, tile_index, list(shape), [0] * len(shape), tile, loop)
     result = ctx.compute(store.value, name)
     if result is not None:
-        em.emit(f"tiu::{'move' if result.is_tile and result.dtype == g.dtype else 'cast' if result.is_tile else 'fill'}({name}, {result.text});")
+        em.emit(
+            f"tiu::{'move' if result.is_tile and result.dtype == g.dtype else 'cast' if result.is_tile else 'fill'}({name}, {result.text});"
+        )
     real = []
     for off, d, size in zip(offsets, dom, g.shape, strict=True):
         if em.analyzer.can_prove(tirx.LE(off + d, tirx.const(size, "int32"))):
@@ -288,7 +292,10 @@ class _Elementwise:
                 args = args[1:]
             if unary is not None and len(args) == 1:
                 return self.unary(unary, e, dst, args[0])
-            raise self.fail(f"call to {op} in a T.Parallel body", "supported element-wise functions: exp, exp2, log, log2, tanh and sigmoid (fp32), abs, sqrt, rsqrt")
+            raise self.fail(
+                f"call to {op} in a T.Parallel body",
+                "supported element-wise functions: exp, exp2, log, log2, tanh and sigmoid (fp32), abs, sqrt, rsqrt",
+            )
         raise self.fail(
             f"{type(e).__name__} in a T.Parallel body ({e})",
             "supported: + - * / max min, exp, abs, sqrt, rsqrt, casts, tile loads and scalars",
@@ -311,7 +318,12 @@ class _Elementwise:
         dtype = str(e.dtype)
         if dtype not in FLOAT_DTYPES:
             raise self.fail(f"T.if_then_else of {dtype} values in a T.Parallel body", "select between fp32, fp16 or bf16 values")
-        compare = {tirx.GE: (False, "gt", "-0.5f"), tirx.GT: (False, "gt", "0.5f"), tirx.LE: (True, "gt", "-0.5f"), tirx.LT: (True, "gt", "0.5f")}
+        compare = {
+            tirx.GE: (False, "gt", "-0.5f"),
+            tirx.GT: (False, "gt", "0.5f"),
+            tirx.LE: (True, "gt", "-0.5f"),
+            tirx.LT: (True, "gt", "0.5f"),
+        }
         kind = next((v for k, v in compare.items() if isinstance(cond, k)), None)
         if isinstance(cond, (tirx.EQ, tirx.NE)):
             kind = (False, "lt" if isinstance(cond, tirx.EQ) else "gt", "0.5f")

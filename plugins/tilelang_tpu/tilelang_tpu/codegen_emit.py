@@ -317,7 +317,9 @@ class Emitter:
         self.analyzer.bind(loop.loop_var, min_extent_range(loop.min, loop.extent))
         self.emit(f"for (int {var} = {lo}; {var} < {hi}; ++{var}) {{")
         single_trip = is_const(loop.extent) and int(loop.extent) == 1  # nothing to overlap; ppl-compile 1.30.2 may crash on it
-        if not single_trip and (("num_stages" in loop.annotations and int(loop.annotations["num_stages"]) > 1) or loop.same_as(self.plan.pipelined_grid)):
+        if not single_trip and (
+            ("num_stages" in loop.annotations and int(loop.annotations["num_stages"]) > 1) or loop.same_as(self.plan.pipelined_grid)
+        ):
             # T.Pipelined, or the innermost T.Kernel grid loop (its iterations are independent
             # blocks): ppl-compile software-pipelines the loop body, overlapping the DMA of the
             # next iteration with the compute of this one (data dependences kept).

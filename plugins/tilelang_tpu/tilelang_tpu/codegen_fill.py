@@ -10,7 +10,7 @@ from tilelang_tpu.codegen_layout import FLOAT_DTYPES
 if TYPE_CHECKING:
     from tilelang_tpu.codegen_emit import Emitter
 
-__all__ = ['emit_fill']
+__all__ = ["emit_fill"]
 
 
 def emit_fill(em: Emitter, call: Any) -> None:

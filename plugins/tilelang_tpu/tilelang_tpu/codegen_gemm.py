@@ -12,7 +12,7 @@ from tilelang_tpu.codegen_reduce import emit_lane_transpose
 if TYPE_CHECKING:
     from tilelang_tpu.codegen_emit import Emitter
 
-__all__ = ['emit_gemm']
+__all__ = ["emit_gemm"]
 
 
 def emit_gemm(em: Emitter, call: Any) -> None:

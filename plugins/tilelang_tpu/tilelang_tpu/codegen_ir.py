@@ -20,6 +20,7 @@ __all__ = [
     "Tile",
 ]
 
+
 class CodegenError(Exception):
     """Raised for a construct the tpu codegen does not support (wrapped by codegen.py)."""
 
@@ -87,7 +88,6 @@ class Operand:
     text: str
     dtype: str
     is_tile: bool
-
 
 
 RESERVED = {
@@ -178,9 +178,7 @@ def tile_call(stmt: Any, op: str) -> Any:
 
 
 def whole(buf: Any, mins: list[Any], extents: list[Any]) -> bool:
-    return (
-        all(is_zero(m) for m in mins) and all(is_const(e) for e in extents) and [int(e) for e in extents] == [int(x) for x in buf.shape]
-    )
+    return all(is_zero(m) for m in mins) and all(is_const(e) for e in extents) and [int(e) for e in extents] == [int(x) for x in buf.shape]
 
 
 _FREE_DECL = re.compile(r"^\s*\w+ = T\.(Buffer|handle|int\d+|uint\d+|float\d+|bfloat16|bool|Var)\(")

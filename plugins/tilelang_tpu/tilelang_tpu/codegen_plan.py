@@ -84,9 +84,14 @@ def _find_column_vectors(plan: KernelPlan, body: Any) -> None:
         stores: list[Any] = []
         tirx.stmt_functor.post_order_visit(
             node.body,
-            lambda n: stores.append(n)
-            if isinstance(n, tirx.BufferStore) and len(n.indices) >= 2 and isinstance(n.indices[-1], tirx.Var) and n.indices[-1].same_as(column)
-            else None,
+            lambda n: (
+                stores.append(n)
+                if isinstance(n, tirx.BufferStore)
+                and len(n.indices) >= 2
+                and isinstance(n.indices[-1], tirx.Var)
+                and n.indices[-1].same_as(column)
+                else None
+            ),
         )
         if not stores:
             return
@@ -139,4 +144,3 @@ def _find_reduce_staging(plan: KernelPlan, body: Any) -> None:
         if uses.get(dst.data) == 2 and src.scope() != "global":
             plan.aliases[dst.data] = src.data
             plan.skipped.append((stmt, dst.data))
-

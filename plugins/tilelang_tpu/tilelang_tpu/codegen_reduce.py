@@ -16,7 +16,7 @@ from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES, REDUCE_ALIGN
 if TYPE_CHECKING:
     from tilelang_tpu.codegen_emit import Emitter
 
-__all__ = ['emit_lane_transpose', 'emit_reduce']
+__all__ = ["emit_lane_transpose", "emit_reduce"]
 
 
 # Reduce kinds -> (quick_pooling mode, identity used to pad a row, negate around it, abs first)

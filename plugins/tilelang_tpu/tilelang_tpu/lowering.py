@@ -100,7 +100,12 @@ def _annotate_declared_params(mod: Any) -> Any:
                     for arg, kernel_param in zip(call.args, kernel.params, strict=False):
                         if isinstance(arg, tirx.Var) and arg.same_as(param.data):
                             param = tirx.decl_buffer(
-                                param.shape, param.dtype, param.name, data=kernel_param, strides=param.strides, elem_offset=param.elem_offset
+                                param.shape,
+                                param.dtype,
+                                param.name,
+                                data=kernel_param,
+                                strides=param.strides,
+                                elem_offset=param.elem_offset,
                             )
                             break
                 elif isinstance(param, tirx.Var):

@@ -133,9 +133,21 @@ def _keep_failure(key: str, source: str, log: str) -> Path:
 
 def _ppl_compile(source_path: Path, out: Path, chip: str, toolchain: TpuToolchain, key: str, source: str, where: str) -> Path:
     global ppl_compile_runs
-    command = [str(toolchain.ppl_compile), str(source_path), "--I", str(toolchain.include_dir), "--chip", toolchain.chip_code(chip), "--O2", "-o", str(out)]
+    command = [
+        str(toolchain.ppl_compile),
+        str(source_path),
+        "--I",
+        str(toolchain.include_dir),
+        "--chip",
+        toolchain.chip_code(chip),
+        "--O2",
+        "-o",
+        str(out),
+    ]
     ppl_compile_runs += 1
-    result = subprocess.run(command, cwd=out.parent, env=toolchain.process_env(), capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
+    result = subprocess.run(
+        command, cwd=out.parent, env=toolchain.process_env(), capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL
+    )
     if result.returncode == 0:
         device_c = out / "device" / f"{source_path.stem}.c"
         if device_c.is_file():
@@ -149,7 +161,11 @@ def _ppl_compile(source_path: Path, out: Path, chip: str, toolchain: TpuToolchai
         )
     output = (result.stderr or result.stdout).strip()
     excerpt = output if len(output) <= 3000 else f"{output[:2000]}\n[...]\n{output[-1000:]}"
-    status = f"crashed with signal {signal.Signals(-result.returncode).name}" if result.returncode < 0 else f"failed with exit status {result.returncode}"
+    status = (
+        f"crashed with signal {signal.Signals(-result.returncode).name}"
+        if result.returncode < 0
+        else f"failed with exit status {result.returncode}"
+    )
     raise PplCompileError(
         f"{where}: ppl-compile {status}:\n{excerpt}\n"
         f"The generated PPL source is kept at {kept} (full log next to it). This is a bug in the tpu codegen or an "
@@ -197,7 +213,14 @@ def build(source: str, name: str, chip: str, mode: str, toolchain: TpuToolchain,
 
     def make(staging: Path) -> dict[str, object]:
         started = time.perf_counter()
-        manifest = {"name": name, "entry": abi.launch_symbol(name), "chip": chip, "mode": mode, "toolchain": toolchain.version, "plugin": __version__}
+        manifest = {
+            "name": name,
+            "entry": abi.launch_symbol(name),
+            "chip": chip,
+            "mode": mode,
+            "toolchain": toolchain.version,
+            "plugin": __version__,
+        }
         if verified_copy is not None and verified_copy.is_file() and verified_copy.stat().st_size > 0:
             shutil.copyfile(verified_copy, staging / filename)
             (staging / "build.json").write_text(json.dumps({**manifest, "adopted_from": str(verified_copy)}, indent=2) + "\n")
@@ -216,7 +239,9 @@ def build(source: str, name: str, chip: str, mode: str, toolchain: TpuToolchain,
         logger.debug("%s: verified disk cache hit %s", where, artifact.path)
         return Build(artifact.path, True, 0.0, key=key, artifact=artifact)
     details = artifact.details
-    return Build(artifact.path, False, artifact.seconds, float(details["ppl_compile_seconds"]), float(details["link_seconds"]), key, artifact)
+    return Build(
+        artifact.path, False, artifact.seconds, float(details["ppl_compile_seconds"]), float(details["link_seconds"]), key, artifact
+    )
 
 
 def forget(build: Build) -> None:
@@ -267,7 +292,9 @@ class _Worker:
         self._log: IO[bytes] = open(self._log_path, "wb")  # noqa: SIM115 - lives as long as the worker
         command = [sys.executable, "-m", "tilelang_tpu.worker", chip, str(library_dir), *arguments]
         # Own session: a Ctrl-C in the terminal interrupts the user's process, which then stops the worker.
-        self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=env, cwd=workdir, start_new_session=True)
+        self._process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=env, cwd=workdir, start_new_session=True
+        )
         assert self._process.stdin is not None and self._process.stdout is not None
         self._requests, self._replies = self._process.stdin, self._process.stdout
         try:
@@ -518,4 +545,14 @@ def create_adapter(kernel: CompiledKernel, toolchain: TpuToolchain) -> EmulatorA
     return ADAPTERS[chip](kernel, built, toolchain)
 
 
-__all__ = ["Bm1684xAdapter", "Bm1690Adapter", "Build", "EmulatorAdapter", "LocalMemoryError", "PplCompileError", "build", "close_workers", "create_adapter"]
+__all__ = [
+    "Bm1684xAdapter",
+    "Bm1690Adapter",
+    "Build",
+    "EmulatorAdapter",
+    "LocalMemoryError",
+    "PplCompileError",
+    "build",
+    "close_workers",
+    "create_adapter",
+]

@@ -297,7 +297,9 @@ def from_ppl_project_root(value: str, source_scripts: bool = True) -> TpuToolcha
             "scripts relative to the current directory). Set it to the SDK's absolute path, or unset it."
         )
     if not root.is_dir():
-        raise ToolchainError(f"{where}: PPL_PROJECT_ROOT={value!r} is not a directory. Point it at a PPL SDK, or unset it to use `{INSTALL_COMMAND}`.")
+        raise ToolchainError(
+            f"{where}: PPL_PROJECT_ROOT={value!r} is not a directory. Point it at a PPL SDK, or unset it to use `{INSTALL_COMMAND}`."
+        )
     script = root / "envsetup.sh"
     warnings: list[str] = []
     if script.is_file() and source_scripts:

@@ -45,7 +45,15 @@ class Tpuv7Device:
         rt.tpuRtStreamSynchronize.argtypes = [ctypes.c_void_p]
         rt.tpuRtKernelLoadModuleFile.restype = ctypes.c_void_p
         rt.tpuRtKernelLoadModuleFile.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
-        rt.tpuRtKernelLaunch.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p]
+        rt.tpuRtKernelLaunch.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_char_p,
+            ctypes.c_void_p,
+            ctypes.c_uint32,
+            ctypes.c_uint64,
+            ctypes.c_uint64,
+            ctypes.c_void_p,
+        ]
         rt.tpuRtMalloc.argtypes = [c_void_pp, ctypes.c_ulonglong, ctypes.c_int]
         rt.tpuRtFree.argtypes = [c_void_pp, ctypes.c_int]
         rt.tpuRtMemcpyS2D.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_ulonglong]
@@ -94,7 +102,10 @@ class Tpuv7Device:
             # ppl-compile's argument struct: natural C alignment, as a ctypes.Structure lays it out.
             fields = [(f"a{i}", t) for i, (t, _v) in enumerate(slots)] or [("a0", _ADDRESS_CTYPE)]
             args = type("EntryArguments", (ctypes.Structure,), {"_fields_": fields})(*(v for _t, v in slots))
-            _check(self._rt.tpuRtKernelLaunch(module, symbol.encode(), ctypes.byref(args), ctypes.sizeof(args), 1, 1, self._stream), f"tpuRtKernelLaunch({symbol})")
+            _check(
+                self._rt.tpuRtKernelLaunch(module, symbol.encode(), ctypes.byref(args), ctypes.sizeof(args), 1, 1, self._stream),
+                f"tpuRtKernelLaunch({symbol})",
+            )
             _check(self._rt.tpuRtStreamSynchronize(self._stream), f"tpuRtStreamSynchronize after {symbol}")
             for buffer, pointer in zip(buffers, pointers, strict=True):
                 if buffer:
