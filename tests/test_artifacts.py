@@ -91,7 +91,9 @@ def _slow_build(cache: str, results: multiprocessing.Queue) -> None:
 
 
 def test_concurrent_processes_build_once() -> None:
-    context = multiprocessing.get_context("spawn")
+    # fork, not spawn: a spawned child re-imports this module by its pytest name (tests.test_artifacts),
+    # which is not importable when pytest runs as a script (CI), only under `python -m pytest`.
+    context = multiprocessing.get_context("fork")
     results = context.Queue()
     procs = [context.Process(target=_slow_build, args=(os.environ["TILECORE_CACHE_DIR"], results)) for _ in range(3)]
     for proc in procs:
