@@ -57,7 +57,7 @@ def make_tensor(param: TensorParam, supply: str, device: str | torch.device) -> 
 
 
 class TimingEvent(Protocol):
-    """A timestamp on the device's timeline (``torch.cuda.Event(enable_timing=True)`` is one)."""
+    """A timestamp on the device's timeline (a torch device module's ``Event(enable_timing=True)`` is one)."""
 
     def record(self) -> None: ...
 

@@ -1,7 +1,7 @@
 """tilelang's Profiler for tilecore targets: supply, timing and checks routed to the backend.
 
 Upstream's profiler knows only its own devices (tensor supply, the "event"
-timer, ``torch.cuda.synchronize`` in ``assert_allclose``).  ``JITKernel.get_profiler``
+timer, a hard-coded device synchronisation in ``assert_allclose``).  ``JITKernel.get_profiler``
 is wrapped to return :class:`TilecoreProfiler` (built by :func:`profiler_class`)
 for every kernel whose target a tilecore backend declares, delegated targets
 included; other kernels get upstream's profiler unchanged.

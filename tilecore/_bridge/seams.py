@@ -208,7 +208,12 @@ SEAMS: tuple[Seam, ...] = (
     Seam(_PROFILER, "_legalize_result_idx", "called by the overriding __post_init__", params=("result_idx",)),
     Seam(_PROFILER, "_get_inputs", "inputs for assert_allclose and do_bench", params=("dynamic_symbolic_constraints",)),
     Seam(_PROFILER, "with_default_adapter", "binds the kernel's adapter", params=("adapter",)),
-    Seam(_PROFILER, "assert_allclose", "overridden: no torch.cuda calls", params=("reference_program", "input_tensors", "atol", "rtol")),
+    Seam(
+        _PROFILER,
+        "assert_allclose",
+        "overridden: no calls into upstream's device synchronisation",
+        params=("reference_program", "input_tensors", "atol", "rtol"),
+    ),
     Seam(
         _PROFILER,
         "do_bench",
