@@ -32,10 +32,10 @@ redis-server:
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; } || \
 	  echo "warning: redis-server could not be installed; tests/test_remote_cache.py will be skipped"
 
-# Static checks first (seconds), then the whole test suite.  mypy --strict covers the core and the
-# backends that are clean today; tilelang-tpu is not yet (see docs/architecture.md, "Types").
+# Static checks first (seconds), then the whole test suite.  mypy --strict covers the core and every backend.
 CHECKED_SOURCES := tilecore tests examples plugins benchmarks
-TYPED_PACKAGES  := tilecore plugins/tilelang_cuda/tilelang_cuda plugins/tilelang_hip/tilelang_hip examples/democpu/tilelang_democpu
+TYPED_PACKAGES  := tilecore plugins/tilelang_cuda/tilelang_cuda plugins/tilelang_hip/tilelang_hip plugins/tilelang_tpu/tilelang_tpu \
+                   examples/democpu/tilelang_democpu
 
 check: setup
 	$(BIN)/ruff check $(CHECKED_SOURCES)

@@ -216,4 +216,5 @@ def entry_arguments(values: Sequence[int | float], types: Sequence[type]) -> cty
         raise ValueError(f"{len(values)} argument values for {len(types)} entry slots")
     fields = [(f"a{i}", t) for i, t in enumerate(types)] or [("a0", ENTRY_ARG_CTYPE)]
     struct = type("EntryArguments", (ctypes.Structure,), {"_fields_": fields})
-    return struct(*values)
+    arguments: ctypes.Structure = struct(*values)
+    return arguments

@@ -35,6 +35,10 @@ def _stores(em: Emitter, body: Any, loop: Any) -> list[Any]:
     (``t = x[i, j] * 2``) substituted into the statements that use them."""
     from tvm import tirx
 
+    # A temporary is a flat ``Bind`` statement or a ``LetStmt`` with a body, depending on the TVM build.
+    bind_stmt: tuple[type[Any], ...] = tuple(getattr(tirx, name) for name in ("Bind",) if hasattr(tirx, name))
+    let_stmt: tuple[type[Any], ...] = tuple(getattr(tirx, name) for name in ("LetStmt",) if hasattr(tirx, name))
+
     values: dict[Any, Any] = {}
     stale: set[str] = set()  # temporaries whose inputs a later store overwrote
     out: list[Any] = []
@@ -50,9 +54,9 @@ def _stores(em: Emitter, body: Any, loop: Any) -> list[Any]:
                 loop,
                 hint="bind the temporary after the store, or store into another tile",
             )
-        if isinstance(stmt, getattr(tirx, "Bind", ())):
+        if isinstance(stmt, bind_stmt):
             values[stmt.var] = tirx.stmt_functor.substitute(stmt.value, values)
-        elif isinstance(stmt, getattr(tirx, "LetStmt", ())):
+        elif isinstance(stmt, let_stmt):
             values[stmt.var] = tirx.stmt_functor.substitute(stmt.value, values)
             pending.insert(0, stmt.body)
         elif isinstance(stmt, tirx.BufferStore):
@@ -227,7 +231,7 @@ class _Elementwise:
         self.dst_tile = dst_tile
         self.loop = loop
         self.dom4 = to4([str(e) for e in dom_ext], dst_tile.layout)
-        self.block = None
+        self.block: str | None = None  # the 4-D block of the temporaries, declared on first use
         self.axis_tiles: dict[int, str] = {}  # destination dim -> fp32 tile of its index
 
     def fail(self, what: str, hint: str = "") -> CodegenError:

@@ -87,6 +87,6 @@ def supply(param: TensorParam, supply_kind: str, mode: str) -> torch.Tensor:
     if mode == "cmodel":
         return make_tensor(param, supply_kind, "cpu")
     require_sophgo_torch_tpu()
-    import torch_tpu  # noqa: F401 - SophGo's: registers the "tpu" torch device
+    import torch_tpu  # type: ignore[import-not-found]  # noqa: F401 - SophGo's: registers the "tpu" torch device
 
     return make_tensor(param, supply_kind, "tpu:0")

@@ -7,58 +7,65 @@ imports TVM or loads SophGo's libraries is imported inside the hooks.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tilecore import CompiledKernel, ResolvedTarget, TensorParam, hookimpl
+from tilecore import CompiledKernel, KernelAdapter, ResolvedTarget, TargetSpec, TensorParam, Toolchain, hookimpl
 from tilelang_tpu import __version__
+
+if TYPE_CHECKING:
+    import torch
+    from tvm.ir import IRModule
+    from tvm.target import Target
 
 tilecore_api_version = "1.0"
 
 
 @hookimpl
-def tilecore_declare_targets():
+def tilecore_declare_targets() -> list[TargetSpec]:
     from tilelang_tpu.target import TARGET
 
     return [TARGET]
 
 
 @hookimpl
-def tilecore_setup(target: ResolvedTarget):
+def tilecore_setup(target: ResolvedTarget) -> Toolchain:
     from tilelang_tpu import setup
 
     return setup.find_toolchain().as_toolchain()
 
 
 @hookimpl
-def tilecore_lower(target: ResolvedTarget, mod: Any, tvm_target: Any):
+def tilecore_lower(target: ResolvedTarget, mod: IRModule, tvm_target: Target) -> IRModule:
     from tilelang_tpu import lowering
 
     return lowering.lower(mod, tvm_target)
 
 
 @hookimpl
-def tilecore_codegen(target: ResolvedTarget, device_mod: Any, tvm_target: Any):
+def tilecore_codegen(target: ResolvedTarget, device_mod: IRModule, tvm_target: Target) -> str:
     from tilelang_tpu import codegen
 
     return codegen.generate(device_mod, tvm_target, target["chip"])
 
 
 @hookimpl
-def tilecore_create_adapter(target: ResolvedTarget, kernel: CompiledKernel):
+def tilecore_create_adapter(target: ResolvedTarget, kernel: CompiledKernel) -> KernelAdapter:
     from tilelang_tpu import runtime, setup
 
     return runtime.create_adapter(kernel, setup.find_toolchain())
 
 
 @hookimpl
-def tilecore_supply_tensor(target: ResolvedTarget, param: TensorParam, supply: str):
+def tilecore_supply_tensor(target: ResolvedTarget, param: TensorParam, supply: str) -> torch.Tensor:
     from tilelang_tpu import devices
 
     return devices.supply(param, supply, target["mode"])
 
 
 @hookimpl
-def tilecore_bench(target: ResolvedTarget, fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int, backend: str):
+def tilecore_bench(
+    target: ResolvedTarget, fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int, backend: str
+) -> list[float]:
     from tilelang_tpu import profiling
 
     return profiling.bench(fn, target["mode"], warmup, rep, n_warmup, n_repeat, backend)

@@ -483,7 +483,7 @@ class EmulatorAdapter:
     mode = "cmodel"
 
     def __init__(self, kernel: CompiledKernel, build: Build, toolchain: TpuToolchain) -> None:
-        self.library_path = str(build.library)
+        self.library_path: str | None = str(build.library)  # KernelAdapter declares it Optional
         self._build = build
         self._toolchain = toolchain
         self._where = _where(self.chip, self.mode, kernel.name)
