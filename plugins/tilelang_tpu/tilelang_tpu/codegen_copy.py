@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from tilelang_tpu.codegen_ir import GlobalTensor, Tile, is_const, local_dims, region, squeeze
 from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES, offset4, to4
+from tilelang_tpu.codegen_slices import permuted_slice
 
 if TYPE_CHECKING:
     from tilelang_tpu.codegen_emit import Emitter
@@ -72,14 +73,18 @@ def copy_regions(
     lreal = local_dims(lext, gext, real)
     g4 = to4(real, tile.layout if len(g.dims) == len(tile.shape) else "lanes")
     l4 = to4(lreal, tile.layout)
+    if g4 != l4 and tile.layout == "lanes" and len(g.dims) >= 3 and len(g.dims) > len(tile.shape):
+        # A slice of a 3-D/4-D tensor along other axes than the tile's (Q[b, h, s0:s0 + 64, :], bhsd).
+        gview, shape, g4 = permuted_slice(em, em.global_view(gbuf.data, "lanes"), g, gmin, gext, real, tile, lext)
+    else:
+        shape = em.dim4var(g4)
+        goff = em.dim4var(offset4([em.expr(m) for m in gmin], tile.layout if len(g.dims) == len(tile.shape) else "lanes"), "goff")
+        gview = f"{em.global_view(gbuf.data, tile.layout)}.sub_view({shape}, {goff})"
     if g4 != l4:
         raise em.fail(
             f"T.copy between {gbuf.name} region {list(gext)} and tile {lbuf.name}{list(tile.shape)} whose TPU layouts differ ({g4} vs {l4})",
             hint="copy between a region and a tile of the same shape (rows on the lanes, columns along W)",
         )
-    shape = em.dim4var(g4)
-    goff = em.dim4var(offset4([em.expr(m) for m in gmin], tile.layout if len(g.dims) == len(tile.shape) else "lanes"), "goff")
-    gview = f"{em.global_view(gbuf.data, tile.layout)}.sub_view({shape}, {goff})"
     full_local = em.full_local(tile, lmin, lext)
     if full_local and not partial:
         lview = tile.name

@@ -51,6 +51,7 @@ class Emitter:
     globals_: dict[Any, GlobalTensor] = field(default_factory=dict)  # data var -> global tensor
     scalars: dict[Any, str] = field(default_factory=dict)  # local.var data var -> C name
     global_views: dict[tuple[Any, str], str] = field(default_factory=dict)  # (data var, layout) -> gtensor name
+    shape_symbols: list[str] = field(default_factory=list)  # symbolic dimensions, in entry order (abi.ShapeSlot)
 
     def __post_init__(self) -> None:
         from tvm import arith
@@ -127,6 +128,7 @@ class Emitter:
             if isinstance(slot, abi.ShapeSlot):
                 name = self.fresh(slot.symbol)
                 self.ids.of_var[slot.var] = name
+                self.shape_symbols.append(slot.symbol)
                 out.append((abi.SHAPE_CTYPE + " ", name))
                 continue
             if isinstance(slot, abi.ScalarSlot):
@@ -282,7 +284,11 @@ class Emitter:
         if dtype not in DTYPES:
             raise self.fail(f"tile {buf.name} has dtype {dtype}, which PPL does not support", hint=f"use one of {', '.join(DTYPES)}")
         if not all(isinstance(s, tirx.IntImm) for s in buf.shape):
-            raise self.fail(f"tile {buf.name} has a symbolic shape")
+            raise self.fail(
+                f"tile {buf.name} of symbolic shape {list(buf.shape)}",
+                hint="tiles live in local memory and need static sizes: allocate block-sized tiles "
+                "(T.alloc_shared((block_M, N))) and loop over T.ceildiv(M, block_M) blocks; copies clip the last one",
+            )
         shape = tuple(int(s) for s in buf.shape)
         if not 1 <= len(shape) <= 4:
             raise self.fail(f"tile {buf.name} has rank {len(shape)}; ranks 1 to 4 are supported")
