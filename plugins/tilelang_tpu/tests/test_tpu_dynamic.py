@@ -221,6 +221,22 @@ def _strided_columns() -> Any:
     return columns
 
 
+def _gemm_3d_tiles() -> Any:
+    # tilelang's frontend itself refuses a batch > 1; a [1, m, k] tile reaches the codegen.
+    @T.prim_func
+    def gemm3(A: T.Tensor((1, 64, 32), "float16"), B: T.Tensor((1, 32, 64), "float16"), C: T.Tensor((1, 64, 64), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            a = T.alloc_shared((1, 64, 32), "float16")
+            b = T.alloc_shared((1, 32, 64), "float16")
+            c = T.alloc_fragment((1, 64, 64), "float32")
+            T.copy(A, a)
+            T.copy(B, b)
+            T.gemm(a, b, c, clear_accum=True)
+            T.copy(c, C)
+
+    return gemm3
+
+
 @pytest.mark.parametrize(
     ("factory", "construct", "fix"),
     [
@@ -228,6 +244,7 @@ def _strided_columns() -> Any:
         (_two_vars_one_name, "two different symbolic variables named M", "create each symbolic dimension once"),
         (_symbolic_tile, "tile a of symbolic shape [M, 64]", "block-sized tiles"),
         (_reduce_4d_tile, "T.reduce_sum of the 4-D tile x[1, 2, 64, 32], whose third axis is not 1", "3-D tile"),
+        (_gemm_3d_tiles, "a batched T.gemm on the rank-3 tile a[1, 64, 32]", "T.copy each batch's 2-D slice into 2-D tiles"),
         (_strided_columns, "T.copy whose tile [64, 4] takes its columns from axis 2 of a rank-4 tensor", "last axis"),
     ],
 )
