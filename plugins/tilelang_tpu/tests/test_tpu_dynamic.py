@@ -31,7 +31,8 @@ def _run(kernel: Any, *args: torch.Tensor) -> Any:
 
 
 def _scaled_add(BM: int, BN: int) -> Any:
-    """``out = float(x) * 2 + residual`` over (M, N), both dynamic, ``x`` fp16 and the rest fp32;
+    """``out = float(x) * 2 + residual`` over (M, N), both dynamic (``M`` spelled ``T.symbolic``,
+    deprecated upstream in favour of ``T.dynamic``, which spells ``N``), ``x`` fp16 and the rest fp32;
     parameters out of sorted-name order with an unused one (whose dim N is still the second
     symbol of the ABI)."""
     M, N = T.symbolic("M"), T.dynamic("N")
@@ -83,7 +84,7 @@ def test_elementwise_one_kernel_serves_every_size(toolchain: object) -> None:
 def test_norms_with_a_dynamic_row_count(toolchain: object) -> None:
     """RMSNorm with a weight (fp16 I/O, fp32 math: 1e-2) and LayerNorm with per-row
     ``Mean``/``Rstd`` stored from inside ``T.Parallel`` (fp32: 1e-5), rows dynamic."""
-    M = T.symbolic("M")
+    M = T.dynamic("M")
     rms = tilelang.compile(rmsnorm_kernel(M, 256, 64, "float16"), target="tpu", out_idx=[-1])
     layer = tilelang.compile(layernorm_kernel(M, 96, 96), target="tpu", out_idx=[3, 4, 5])
     builds = runtime.ppl_compile_runs
@@ -103,10 +104,10 @@ def test_norms_with_a_dynamic_row_count(toolchain: object) -> None:
 
 def test_flash_attention_bshd_dynamic_sequence(toolchain: object) -> None:
     """Upstream's bshd flash attention (causal, fp16, 64 x 64 blocks) with the sequence length
-    ``T.symbolic``: the grid, the causal K/V loop bound and the edge tiles follow the call.
+    ``T.dynamic``: the grid, the causal K/V loop bound and the edge tiles follow the call.
     Sequence lengths that 64 does not divide are exact for the causal kernel (the padded keys
     are masked).  fp16 P before the second matmul, as upstream: 1e-2."""
-    seq_len = T.symbolic("seq_len")
+    seq_len = T.dynamic("seq_len")
     kernel = tilelang.compile(flash_attention_kernel(1, 2, seq_len, 64, True, 64, 64, "float16"), target="tpu", out_idx=[3])
     builds = runtime.ppl_compile_runs
     for s in (1, 130):
@@ -121,7 +122,7 @@ def test_flash_attention_bshd_dynamic_sequence(toolchain: object) -> None:
 def _tiles_3d_4d(B: int, H: int, D: int, bs: int) -> Any:
     """A 4-D tile (element-wise, natural view) and a 3-D tile ``[H, bs, D]`` taken from a 4-D
     bhsd tensor through a permuted view, reduced along its last axis; sequence dynamic."""
-    S = T.symbolic("S")
+    S = T.dynamic("S")
 
     @T.prim_func
     def tiles_3d_4d(Y: T.Tensor((B, H, S, D), "float32"), X: T.Tensor((B, H, S, D), "float32"), R: T.Tensor((B, H, S, 1), "float32")):
@@ -159,7 +160,7 @@ def test_3d_and_4d_tiles(toolchain: object) -> None:
 
 
 def _dim_expression() -> Any:
-    M = T.symbolic("M")
+    M = T.dynamic("M")
 
     @T.prim_func
     def doubled(A: T.Tensor((M * 2, 64), "float32"), B: T.Tensor((M * 2, 64), "float32")):
@@ -172,7 +173,7 @@ def _dim_expression() -> Any:
 
 
 def _two_vars_one_name() -> Any:
-    M1, M2 = T.symbolic("M"), T.symbolic("M")
+    M1, M2 = T.dynamic("M"), T.dynamic("M")
 
     @T.prim_func
     def two_m(A: T.Tensor((M1, 64), "float32"), B: T.Tensor((M2, 64), "float32")):
@@ -185,7 +186,7 @@ def _two_vars_one_name() -> Any:
 
 
 def _symbolic_tile() -> Any:
-    M = T.symbolic("M")
+    M = T.dynamic("M")
 
     @T.prim_func
     def whole(A: T.Tensor((M, 64), "float32"), B: T.Tensor((M, 64), "float32")):
