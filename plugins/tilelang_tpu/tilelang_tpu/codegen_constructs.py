@@ -84,7 +84,7 @@ CONSTRUCTS: tuple[Construct, ...] = (
     ),
     Construct(
         "a dimension that is an expression (`T.Tensor((M * 2, N))`); two variables of one name; a tile of symbolic shape; "
-        "symbolic dimensions on bm1684x; a shape variable also passed as a scalar parameter",
+        "symbolic dimensions on bm1684x",
         "refused by name: declare each dynamic dimension as its own variable, allocate block-sized tiles, run on bm1690 "
         "(bm1684x's runtime passes no scalar arguments)",
         "codegen_dynamic",

@@ -30,8 +30,9 @@ def check_shape_vars(em: Emitter, declared: list[Any], shape_vars: list[Any]) ->
 
     Each dimension of a declared tensor must be a constant or one shape variable (the
     runtime binds a variable from the size of the first tensor axis it names); distinct
-    variables must have distinct names (the runtime knows them by name); a shape variable
-    cannot also be a scalar parameter.
+    variables must have distinct names (the runtime knows them by name).  (A shape variable
+    that is also a scalar parameter would take two slots; TVMScript cannot express one --
+    a parameter of the same name shadows the variable -- so that check is only a guard.)
     """
     from tvm import tirx
 
