@@ -185,6 +185,19 @@ def _two_vars_one_name() -> Any:
     return two_m
 
 
+def _int64_dimension() -> Any:
+    M = T.dynamic("M", "int64")
+
+    @T.prim_func
+    def wide(A: T.Tensor((M, 64), "float32"), B: T.Tensor((M, 64), "float32")):
+        with T.Kernel(T.ceildiv(M, 64), threads=1) as bx:
+            a = T.alloc_shared((64, 64), "float32")
+            T.copy(A[bx * 64, 0], a)
+            T.copy(a, B[bx * 64, 0])
+
+    return wide
+
+
 def _symbolic_tile() -> Any:
     M = T.dynamic("M")
 
@@ -243,6 +256,7 @@ def _gemm_3d_tiles() -> Any:
     [
         (_dim_expression, "whose dimension 0 is the expression M * 2", "its own variable"),
         (_two_vars_one_name, "two different symbolic variables named M", "create each symbolic dimension once"),
+        (_int64_dimension, "symbolic dimension M has type int64", "symbolic dimensions as int32"),
         (_symbolic_tile, "tile a of symbolic shape [M, 64]", "block-sized tiles"),
         (_reduce_4d_tile, "T.reduce_sum of the 4-D tile x[1, 2, 64, 32], whose third axis is not 1", "3-D tile"),
         (_gemm_3d_tiles, "a batched T.gemm on the rank-3 tile a[1, 64, 32]", "T.copy each batch's 2-D slice into 2-D tiles"),

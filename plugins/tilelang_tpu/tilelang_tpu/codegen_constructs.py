@@ -83,9 +83,9 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "codegen_dynamic",
     ),
     Construct(
-        "a dimension that is an expression (`T.Tensor((M * 2, N))`); two variables of one name; a tile of symbolic shape; "
-        "symbolic dimensions on bm1684x",
-        "refused by name: declare each dynamic dimension as its own variable, allocate block-sized tiles, run on bm1690 "
+        "a dimension that is an expression (`T.Tensor((M * 2, N))`); two variables of one name; an `int64` one "
+        '(`T.dynamic("M", "int64")`); a tile of symbolic shape; symbolic dimensions on bm1684x',
+        "refused by name: declare each dynamic dimension as its own `int32` variable, allocate block-sized tiles, run on bm1690 "
         "(bm1684x's runtime passes no scalar arguments)",
         "codegen_dynamic",
         REFUSED,
