@@ -47,9 +47,10 @@ class Launcher:
                 + (f" or all {len(params)} parameters" if self.kernel.out_idx else "")
                 + f", but was called with {len(args)}."
             )
-        symbols: dict[str, int] = {}
+        symbols: dict[str, int] = {}  # symbolic dimension -> its size in this call
+        fixed_by: dict[str, tuple[int, int]] = {}  # symbolic dimension -> (argument, axis) that fixed it
         for slot in given:
-            self._check(slot, tensors[slot], symbols)
+            self._check(slot, tensors[slot], symbols, fixed_by)
         for slot in range(len(params)):
             if tensors[slot] is None:
                 tensors[slot] = self._allocate(params[slot], symbols)
@@ -59,7 +60,7 @@ class Launcher:
             return None
         return outputs[0] if len(outputs) == 1 else outputs
 
-    def _check(self, slot: int, value: Any, symbols: dict[str, int]) -> None:
+    def _check(self, slot: int, value: Any, symbols: dict[str, int], fixed_by: dict[str, tuple[int, int]]) -> None:
         param = self.kernel.params[slot]
         if not param.shape and isinstance(value, (int, float)) and not isinstance(value, bool):
             # A scalar parameter (a 0-d param) passed as a Python number, handed to the adapter as is.
@@ -89,13 +90,17 @@ class Launcher:
         for axis, (want, got) in enumerate(zip(param.shape, value.shape, strict=True)):
             if isinstance(want, str):
                 bound = symbols.setdefault(want, int(got))
+                first_slot, first_axis = fixed_by.setdefault(want, (slot, axis))
                 if bound != got:
                     raise KernelArgumentError(
-                        f"{self._where}: argument {slot} ({param.describe()}) has {want}={got} on axis {axis}, but another argument fixed {want}={bound}."
+                        f"{self._where}: argument {slot} ({param.describe()}) has {want}={got} on axis {axis}, but argument "
+                        f"{first_slot} ({self.kernel.params[first_slot].describe()}) has {want}={bound} on axis {first_axis}; "
+                        f"every tensor must give the dynamic dimension {want} the same size."
                     )
             elif want != got:
                 raise KernelArgumentError(
-                    f"{self._where}: argument {slot} ({param.describe()}) has shape {tuple(value.shape)}; expected {tuple(param.shape)}."
+                    f"{self._where}: argument {slot} ({param.describe()}) has shape {tuple(value.shape)}; expected {_shape_text(param.shape)} "
+                    f"(axis {axis} is {got}, expected {want})."
                 )
 
     def _allocate(self, param: TensorParam, symbols: dict[str, int]) -> torch.Tensor:
@@ -108,6 +113,11 @@ class Launcher:
             else:
                 shape.append(dim)
         return torch.empty(shape, dtype=param.dtype, device=self._device)
+
+
+def _shape_text(shape: Sequence[int | str]) -> str:
+    """``shape`` written like a tuple, dynamic dimensions by their bare names: ``(M, 256)``."""
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
 def as_list(outputs: torch.Tensor | Sequence[torch.Tensor] | None) -> list[torch.Tensor]:

@@ -1,6 +1,6 @@
 """Kernels as TileLang users write them (tile-ai/tilelang ``examples/`` style), on the
 BM1690 emulator against torch: norms with weights, LayerNorm's per-row outputs,
-online softmax, masks and math functions, flash attention (bshd, causal and not).
+online softmax, masks and math functions, flash attention (bshd and bhsd, causal and not).
 
 Every test also checks that the inputs are left untouched.
 """
@@ -12,7 +12,13 @@ import tilelang
 import tilelang.language as T
 import torch
 import torch.nn.functional as F
-from tpu_upstream_kernels import flash_attention_kernel, layernorm_kernel, online_softmax_kernel, rmsnorm_kernel
+from tpu_upstream_kernels import (
+    flash_attention_bhsd_kernel,
+    flash_attention_kernel,
+    layernorm_kernel,
+    online_softmax_kernel,
+    rmsnorm_kernel,
+)
 
 pytestmark = pytest.mark.usefixtures("toolchain")
 
@@ -113,3 +119,27 @@ def test_flash_attention_bshd(is_causal: bool, dtype: str, block: int, dim: int)
     # P is rounded to fp16/bf16 before the second matmul, as upstream does.
     tol = 1e-2 if dtype == "float16" else 3e-2
     torch.testing.assert_close(out.float(), expected, rtol=tol, atol=tol)  # type: ignore[union-attr]
+
+
+def _attention_bhsd_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+    """Upstream's reference for the bhsd example: the causal mask is offset by ``seq_kv - seq_q``."""
+    scores = torch.einsum("bhqd,bhkd->bhqk", q.float(), k.float()) / q.shape[-1] ** 0.5
+    if causal:
+        seq_q, seq_kv = q.shape[2], k.shape[2]
+        keep = torch.ones(seq_q, seq_kv).tril(seq_kv - seq_q)
+        scores = scores.masked_fill(keep == 0, float("-inf"))
+    return torch.einsum("bhqk,bhkd->bhqd", scores.softmax(-1), v.float())
+
+
+@pytest.mark.parametrize(("is_causal", "seq_q", "seq_kv"), [(True, 64, 192), (False, 64, 128)])
+def test_flash_attention_bhsd(is_causal: bool, seq_q: int, seq_kv: int) -> None:
+    """Each block is a 2-D slice ``Q[bz, by, rows, :]`` of a 4-D tensor whose rows run along
+    its third axis: loaded through a permuted, strided view.  The causal case has fewer
+    queries than keys (upstream's ``past_len``)."""
+    batch, heads, dim = 2, 2, 64
+    kernel = tilelang.compile(flash_attention_bhsd_kernel(batch, heads, seq_q, seq_kv, dim, is_causal), target="tpu", out_idx=[3])
+    q = torch.randn(batch, heads, seq_q, dim).half()
+    k, v = (torch.randn(batch, heads, seq_kv, dim).half() for _ in range(2))
+    out = _run(kernel, q, k, v)
+    # fp16 P before the second matmul, as upstream does; upstream checks with 1e-2 too.
+    torch.testing.assert_close(out.float(), _attention_bhsd_reference(q, k, v, is_causal), rtol=1e-2, atol=1e-2)  # type: ignore[union-attr]

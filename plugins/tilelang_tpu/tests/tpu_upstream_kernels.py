@@ -1,5 +1,5 @@
 """Kernels written the way tile-ai/tilelang's ``examples/`` write them (norms, online
-softmax, flash attention in the bshd layout), shared by the TPU tests, examples/tpu
+softmax, flash attention in the bshd and bhsd layouts), shared by the TPU tests, examples/tpu
 and benchmarks/tpu_vs_ppl.py.  Importable from the tests folder (conftest.py puts it
 on ``sys.path``)."""
 
@@ -180,3 +180,83 @@ def flash_attention_kernel(
             T.copy(O_shared, Output[bz, bx * block_M : (bx + 1) * block_M, by, :])
 
     return flash_attention
+
+
+def flash_attention_bhsd_kernel(
+    batch: int, heads: int, seq_q: Any, seq_kv: Any, dim: int, is_causal: bool, block_M: int = 64, block_N: int = 64, dtype: str = "float16"
+) -> Any:
+    """Flash attention forward, bhsd layout, as upstream's example_mha_fwd_bhsd writes it: the
+    steps in ``T.macro``s, queries and keys of their own lengths (the causal mask offset by
+    ``past_len = seq_kv - seq_q``), each block a 2-D slice ``Q[bz, by, rows, :]`` of a 4-D tensor."""
+    scale = (1.0 / dim) ** 0.5 * LOG2E
+    q_shape = [batch, heads, seq_q, dim]
+    kv_shape = [batch, heads, seq_kv, dim]
+    accum = "float32"
+    past_len = seq_kv - seq_q
+
+    @T.macro
+    def scores(K: T.Tensor(kv_shape, dtype), Q_shared: Any, K_shared: Any, acc_s: Any, k: Any, bx: Any, by: Any, bz: Any):
+        T.copy(K[bz, by, k * block_N : (k + 1) * block_N, :], K_shared)
+        if is_causal:
+            for i, j in T.Parallel(block_M, block_N):
+                q_idx = bx * block_M + i + past_len
+                k_idx = k * block_N + j
+                acc_s[i, j] = T.if_then_else(q_idx >= k_idx, 0, -T.infinity(accum))
+        else:
+            T.clear(acc_s)
+        T.gemm(Q_shared, K_shared, acc_s, transpose_B=True)
+
+    @T.macro
+    def online_softmax(acc_s: Any, acc_s_cast: Any, scores_max: Any, scores_max_prev: Any, scores_scale: Any, scores_sum: Any, logsum: Any):
+        T.copy(scores_max, scores_max_prev)
+        T.fill(scores_max, -T.infinity(accum))
+        T.reduce_max(acc_s, scores_max, dim=1, clear=False)
+        for i in T.Parallel(block_M):
+            scores_scale[i] = T.exp2(scores_max_prev[i] * scale - scores_max[i] * scale)
+        for i, j in T.Parallel(block_M, block_N):
+            acc_s[i, j] = T.exp2(acc_s[i, j] * scale - scores_max[i] * scale)
+        T.reduce_sum(acc_s, scores_sum, dim=1)
+        for i in T.Parallel(block_M):
+            logsum[i] = logsum[i] * scores_scale[i] + scores_sum[i]
+        T.copy(acc_s, acc_s_cast)
+
+    @T.prim_func
+    def flash_attention_bhsd(
+        Q: T.Tensor(q_shape, dtype), K: T.Tensor(kv_shape, dtype), V: T.Tensor(kv_shape, dtype), Output: T.Tensor(q_shape, dtype)
+    ):
+        with T.Kernel(T.ceildiv(seq_q, block_M), heads, batch, threads=128) as (bx, by, bz):
+            Q_shared = T.alloc_shared([block_M, dim], dtype)
+            K_shared = T.alloc_shared([block_N, dim], dtype)
+            V_shared = T.alloc_shared([block_N, dim], dtype)
+            O_shared = T.alloc_shared([block_M, dim], dtype)
+            acc_s = T.alloc_fragment([block_M, block_N], accum)
+            acc_s_cast = T.alloc_fragment([block_M, block_N], dtype)
+            acc_o = T.alloc_fragment([block_M, dim], accum)
+            scores_max = T.alloc_fragment([block_M], accum)
+            scores_max_prev = T.alloc_fragment([block_M], accum)
+            scores_scale = T.alloc_fragment([block_M], accum)
+            scores_sum = T.alloc_fragment([block_M], accum)
+            logsum = T.alloc_fragment([block_M], accum)
+
+            T.copy(Q[bz, by, bx * block_M : (bx + 1) * block_M, :], Q_shared)
+            T.fill(acc_o, 0)
+            T.fill(logsum, 0)
+            T.fill(scores_max, -T.infinity(accum))
+            loop_range = (
+                T.min(T.ceildiv(seq_kv, block_N), T.ceildiv((bx + 1) * block_M + past_len, block_N))
+                if is_causal
+                else T.ceildiv(seq_kv, block_N)
+            )
+            for k in T.Pipelined(loop_range, num_stages=1):
+                scores(K, Q_shared, K_shared, acc_s, k, bx, by, bz)
+                online_softmax(acc_s, acc_s_cast, scores_max, scores_max_prev, scores_scale, scores_sum, logsum)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= scores_scale[i]
+                T.copy(V[bz, by, k * block_N : (k + 1) * block_N, :], V_shared)
+                T.gemm(acc_s_cast, V_shared, acc_o)
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] /= logsum[i]
+            T.copy(acc_o, O_shared)
+            T.copy(O_shared, Output[bz, by, bx * block_M : (bx + 1) * block_M, :])
+
+    return flash_attention_bhsd

@@ -14,8 +14,12 @@ and the host launcher is written down:
   device function's.  Each parameter is a pointer to global (device) memory whose
   element type is ``PPL_DTYPES[tensor.dtype]``.  A scalar parameter
   (``alpha: T.float32``, ``n: T.int32``) is passed by value in its declared slot
-  as a C ``float`` or ``int`` (``SCALAR_TYPES``).  Static shapes are baked into the
-  source.
+  as a C ``float`` or ``int`` (``SCALAR_TYPES``).  Static dimensions are baked into
+  the source.  Each symbolic dimension (``M = T.symbolic("M")`` in a
+  ``T.Tensor((M, N), ...)``) adds one by-value ``int`` parameter *after* the declared
+  parameters, one per distinct variable, in the order :func:`shape_symbols` gives
+  (first appearance in the declared tensors' shapes, declared order, outermost dim
+  first); the runtime reads its value from the tensors at each call.
 
   tilelang's ``SplitHostDevice`` gives the device function its own parameter
   list: sorted by name and without the tensors its body never touches.  The
@@ -51,14 +55,20 @@ __all__ = [
     "KERNEL_NAME_ATTR",
     "PPL_DTYPES",
     "SCALAR_TYPES",
+    "SHAPE_CTYPE",
+    "SHAPE_DTYPE",
+    "SHAPE_MAX",
+    "SHAPE_VARS_ATTR",
     "AbiError",
     "PointerSlot",
     "ScalarSlot",
+    "ShapeSlot",
     "bind_pointers",
     "entry_arguments",
     "entry_name",
     "launch_symbol",
     "ppl_dtype",
+    "shape_symbols",
     "slot_ctypes",
 ]
 
@@ -74,6 +84,16 @@ DECLARED_PARAMS_ATTR = "tilelang_tpu.declared_params"
 
 #: Device-function attribute (set by the lowering): the user's prim_func name.
 KERNEL_NAME_ATTR = "tilelang_tpu.kernel_name"
+
+#: Device-function attribute (set by the lowering): the symbolic dimension variables of
+#: the declared tensors, in :func:`shape_symbols` order, each the device function's own
+#: ``Var`` (the host's, if the body never reads it).
+SHAPE_VARS_ATTR = "tilelang_tpu.shape_vars"
+
+#: C type, TIR dtype and largest value of the entry parameter of a symbolic dimension.
+SHAPE_CTYPE = "int"
+SHAPE_DTYPE = "int32"
+SHAPE_MAX = 2**31 - 1
 
 #: C type of one slot of the packed argument struct (a device address).
 ENTRY_ARG_CTYPE = ctypes.c_uint64
@@ -161,16 +181,60 @@ class ScalarSlot:
         return f"arg_{self.slot}"
 
 
-def bind_pointers(declared: Sequence[Any], device_params: Sequence[Any]) -> list[PointerSlot | ScalarSlot]:
-    """The entry's parameters: one per declared parameter, in declared order.
+@dataclass(frozen=True)
+class ShapeSlot:
+    """One by-value ``int`` parameter of the entry: a symbolic dimension, after the declared parameters."""
+
+    slot: int
+    var: Any  #: the device function's TIR Var of the dimension (or the host's, if the body never reads it)
+
+    @property
+    def symbol(self) -> str:
+        return str(self.var.name)
+
+
+def shape_symbols(shapes: Sequence[Sequence[Any]]) -> list[str]:
+    """Names of the symbolic dimensions in ``shapes`` (the declared parameters' shapes, in
+    declared order; a symbolic dim is a ``str`` or a TIR ``Var``, a static one an ``int``
+    or ``IntImm``): each distinct name once, in order of first appearance.  This order is
+    the order of the entry's :class:`ShapeSlot` parameters, for the codegen and the runtime.
+
+    >>> shape_symbols([("M", 256), (256,), ("M", "N")])
+    ['M', 'N']
+    """
+    names: list[str] = []
+    for shape in shapes:
+        for dim in shape:
+            name = _symbol_name(dim)
+            if name is not None and name not in names:
+                names.append(name)
+    return names
+
+
+def _symbol_name(dim: Any) -> str | None:
+    """The variable name of a symbolic dim (``str`` or TIR ``Var``); ``None`` for a static one."""
+    if isinstance(dim, str):
+        return dim
+    if isinstance(dim, int) or hasattr(dim, "value"):  # a Python int or a TIR IntImm
+        return None
+    name = getattr(dim, "name", None)
+    return None if name is None else str(name)
+
+
+def bind_pointers(
+    declared: Sequence[Any], device_params: Sequence[Any], shape_vars: Sequence[Any] = ()
+) -> list[PointerSlot | ScalarSlot | ShapeSlot]:
+    """The entry's parameters: one per declared parameter, in declared order, then one
+    per symbolic dimension (``shape_vars``, in :func:`shape_symbols` order).
 
     ``declared`` are the user's parameters (TIR ``Buffer`` for a tensor, ``Var`` for
     a scalar); ``device_params`` the device function's parameters, each of which
-    must be the data variable of a declared buffer or a declared scalar (compared by
-    identity).  Raises :class:`AbiError` for a scalar of a type without a C slot
-    (``SCALAR_TYPES``) or an unbound device parameter.
+    must be the data variable of a declared buffer, a declared scalar or a shape
+    variable (compared by identity).  Raises :class:`AbiError` for a scalar of a type
+    without a C slot (``SCALAR_TYPES``), a shape variable that is not ``int32``, or an
+    unbound device parameter.
     """
-    slots: list[PointerSlot | ScalarSlot] = []
+    slots: list[PointerSlot | ScalarSlot | ShapeSlot] = []
     bound: list[Any] = []
     for slot, param in enumerate(declared):
         data = getattr(param, "data", None)
@@ -189,6 +253,11 @@ def bind_pointers(declared: Sequence[Any], device_params: Sequence[Any]) -> list
         if used:
             bound.append(data)
         slots.append(PointerSlot(slot, param, used))
+    for index, var in enumerate(shape_vars):
+        if str(var.dtype) != SHAPE_DTYPE:
+            raise AbiError(f"symbolic dimension {var.name} has type {var.dtype}; symbolic dimensions must be {SHAPE_DTYPE}", str(var.name))
+        bound.append(var)
+        slots.append(ShapeSlot(len(declared) + index, var))
     for p in device_params:
         if not any(p.same_as(b) for b in bound):
             raise AbiError(f"device parameter {p.name} is not the data of any declared tensor parameter", str(p.name))

@@ -72,6 +72,13 @@ def generate(device_mod: Any, tvm_target: Any, chip: str) -> str:
         emitter.run()
     except CodegenError as err:
         raise TpuCodegenError(name, err.construct, err.where, err.hint) from None
+    if chip != "bm1690" and emitter.shape_symbols:
+        raise TpuCodegenError(
+            name,
+            f"symbolic dimensions ({', '.join(emitter.shape_symbols)}) on {chip}",
+            "the kernel signature",
+            f"run on chip bm1690 (its runtime passes the sizes as scalar arguments; {chip}'s does not), or give the tensors static shapes",
+        )
     if chip != "bm1690" and any(not ty.endswith("*") for ty, _ in params):
         raise TpuCodegenError(
             name,

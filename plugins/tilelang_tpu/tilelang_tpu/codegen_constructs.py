@@ -50,7 +50,7 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "codegen_emit",
     ),
     Construct(
-        "tensor parameters (`T.Tensor`, static shape, fp32/fp16/bf16/int*), in any order, used or not",
+        "tensor parameters (`T.Tensor`, static or symbolic shape, fp32/fp16/bf16/int*), in any order, used or not",
         "`__KERNEL__ void <name>_kernel(fp32 *ptr_0, ...)`: `ptr_i` is the i-th *declared* tensor (unused ones included), "
         "bound by identity (`abi.bind_pointers`), and one `gtensor` per used tensor. A prim_func already named `*_kernel` keeps its name",
         "codegen_emit",
@@ -72,7 +72,24 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "(values, masks, loop bounds). Other scalar types and scalars on bm1684x are refused by name",
         "codegen_emit",
     ),
-    Construct("symbolic shapes (`T.symbolic`, `T.dynamic`)", "refused: static shapes only", "codegen_emit", REFUSED),
+    Construct(
+        'symbolic (dynamic) dimensions: `M = T.dynamic("M")` (or `T.symbolic`) in `T.Tensor((M, N), dtype)`, grids '
+        "`T.ceildiv(M, block_M)`, loop bounds and masks using `M`",
+        "one `int M` entry parameter per distinct variable, after the declared ones (`abi.ShapeSlot`, in `abi.shape_symbols` "
+        "order); the runtime reads each size from the tensors at every call (tilecore's launcher has checked that the tensors "
+        "agree), so one compiled kernel serves every size. `M` appears in the `gtensor` shapes and wherever a scalar may; "
+        "tiles stay static. Copies along `M` are clipped at run time and guarded by `n > 0`: a block wholly past the end "
+        "loads zeros and stores nothing",
+        "codegen_dynamic",
+    ),
+    Construct(
+        "a dimension that is an expression (`T.Tensor((M * 2, N))`); two variables of one name; an `int64` one "
+        '(`T.dynamic("M", "int64")`); a tile of symbolic shape; symbolic dimensions on bm1684x',
+        "refused by name: declare each dynamic dimension as its own `int32` variable, allocate block-sized tiles, run on bm1690 "
+        "(bm1684x's runtime passes no scalar arguments)",
+        "codegen_dynamic",
+        REFUSED,
+    ),
     # ------------------------------------------------------------------ copy
     Construct(
         "`T.copy` global → tile / tile → global",
@@ -88,6 +105,20 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "codegen_copy",
     ),
     Construct("`T.copy` that changes fp32/fp16/bf16", "DMA of a staging tile plus `tiu::cast`", "codegen_copy"),
+    Construct(
+        "`T.copy` between a 2-D/3-D tile and a slice of a 3-D/4-D tensor: `Q[bz, bx * BM : (bx + 1) * BM, by, :]` (bshd), "
+        "`Q[bz, by, bx * BM : (bx + 1) * BM, :]` (bhsd)",
+        "a slice whose rows run along the tensor's second axis already has the tile's `[1, rows, 1, cols]` shape; any other "
+        "slice reads the tensor through a permuted view, `g.view(shape, stride).sub_view(extent, offset)`, that puts the "
+        "axes the slice spans where the tile has them (row-major strides, symbolic ones included)",
+        "codegen_slices",
+    ),
+    Construct(
+        "a slice whose tile columns do not run along the tensor's last axis (`X[b, rows, 0:4, 0]` into a `[rows, 4]` tile)",
+        "refused by name: the DMA's `W` must be the tensor's contiguous axis; copy slices whose last extent is the last axis",
+        "codegen_slices",
+        REFUSED,
+    ),
     Construct(
         "`T.copy` tile → tile",
         "`tiu::move`, or `tiu::cast` across dtypes. The staging copy that `T.reduce_*` inserts for shared inputs is "
@@ -121,6 +152,12 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "codegen_elementwise",
     ),
     Construct("`T.Parallel` over part of a tile (extents smaller than the tile)", "`sub_view` of the tile", "codegen_elementwise"),
+    Construct(
+        "`T.Parallel` over a 3-D or 4-D tile (`y[b, h, i, j] = x[b, h, i, j] * 2.0 - 1.0`)",
+        "the same whole-tile ops on the tile's `[N, C, H, W]` view (`[b, rows, cols]` is `[b, rows, 1, cols]`; 4-D as is). "
+        "The per-row and per-column broadcasts are those of 2-D `(i, j)` loops",
+        "codegen_elementwise",
+    ),
     Construct(
         "a per-column vector `w[j]` inside an `(i, j)` loop (norm weights, bias epilogues)",
         "`w` gets the `row` layout (`[1, 1, 1, n]`, one lane; its global copy uses a matching `gtensor` view); at the use "
@@ -167,6 +204,18 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "codegen_reduce",
     ),
     Construct(
+        "`T.reduce_*(x, y, dim=-1)` of a 3-D tile `[b, rows, cols]` (or a 4-D tile `[a, b, 1, cols]`) into `[b, rows, 1]`",
+        "`quick_pooling` over the tile's `[b, rows, 1, cols]` view, as for 2-D tiles",
+        "codegen_reduce",
+    ),
+    Construct(
+        "`T.reduce_*` of a 4-D tile whose third axis is not 1 (`[1, heads, rows, cols]`)",
+        "refused by name: PPL's pooling reduces `[N, C, 1, W]` rows (with `H > 1` it gave wrong sums on the emulator); "
+        "use a 3-D tile `[heads, rows, cols]`",
+        "codegen_reduce",
+        REFUSED,
+    ),
+    Construct(
         "reductions of integer tiles; along a middle axis of a 3-D/4-D tile",
         "refused: the TPU pools floats only (an int32 sum through fp32 would round beyond 2^24); `T.copy` to a float32 tile",
         "codegen_reduce",
@@ -191,6 +240,13 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "A is transposed into a scratch `[M, K]` tile (`tiu::transpose_cw`/`transpose_wc`, as for dim-0 reductions), then "
         "`tiu::fmm2_nn`/`fmm2_nt`",
         "codegen_gemm",
+    ),
+    Construct(
+        "a batched `T.gemm` on 3-D tiles",
+        "refused by name (tilelang's frontend already refuses a batch > 1): the matrix unit multiplies 2-D tiles; put the "
+        "batch in the `T.Kernel` grid and `T.copy` each batch's 2-D slice into 2-D tiles",
+        "codegen_gemm",
+        REFUSED,
     ),
     Construct(
         "fp32 `T.gemm` with a transpose",

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from tilelang_tpu.codegen_ir import GlobalTensor, Tile, is_const, local_dims, region, squeeze
 from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES, offset4, to4
+from tilelang_tpu.codegen_slices import permuted_slice
 
 if TYPE_CHECKING:
     from tilelang_tpu.codegen_emit import Emitter
@@ -40,41 +41,50 @@ def copy_regions(
         raise em.fail(f"T.copy to or from {lbuf.name}, which is not a local tile (scope {lbuf.scope()})")
     if squeeze(gext) != squeeze(lext):
         raise em.fail(f"T.copy between regions of different extents ({gbuf.name}: {list(gext)} vs {lbuf.name}: {list(lext)})")
-    if tile.layout != "lanes" and len(g.shape) != len(tile.shape):
-        raise em.fail(f"T.copy between {gbuf.name} (rank {len(g.shape)}) and matrix operand {lbuf.name} (rank {len(tile.shape)})")
+    if tile.layout != "lanes" and len(g.dims) != len(tile.shape):
+        raise em.fail(f"T.copy between {gbuf.name} (rank {len(g.dims)}) and matrix operand {lbuf.name} (rank {len(tile.shape)})")
     from tvm import tirx
 
     # Extents of the global side clipped at the tensor edge (TileLang's rule for tiles
     # that overhang the tensor: loads read zeros there, stores skip it).
     real: list[str] = []
     partial = False
+    guards: list[str] = []  # clipped extents that may be <= 0 (along a symbolic dimension)
     for i, (m, e) in enumerate(zip(gmin, gext, strict=True)):
-        dim = g.shape[i]
-        if is_const(e) and int(e) > dim:
+        static = isinstance(g.dims[i], int)
+        dim = tirx.const(g.dims[i], m.dtype) if static else g.extent(i)
+        if static and is_const(e) and int(e) > g.dims[i]:
             raise em.fail(
-                f"T.copy region of extent {int(e)} along dimension {i} of {gbuf.name}, whose size is {dim}",
+                f"T.copy region of extent {int(e)} along dimension {i} of {gbuf.name}, whose size is {g.dims[i]}",
                 hint="check the slice: a region cannot be larger than the tensor (for a [M, 1] tensor copy into/from a [rows, 1] tile)",
             )
-        if em.analyzer.can_prove(tirx.LE(m + e, tirx.const(dim, m.dtype))):
+        if em.analyzer.can_prove(tirx.LE(m + e, dim)):
             real.append(em.expr(e))
             continue
-        if not em.analyzer.can_prove(tirx.LT(m, tirx.const(dim, m.dtype))):
+        starts_inside = em.analyzer.can_prove(tirx.LT(m, dim))
+        if not starts_inside and (static or not em.analyzer.can_prove(tirx.GE(m, tirx.const(0, m.dtype)))):
             raise em.fail(f"T.copy whose region may start outside {gbuf.name} (dimension {i} starts at {m})")
         partial = True
         name = em.fresh("n")
-        em.emit(f"int {name} = min({em.expr(e)}, {dim} - {em.expr(m)});")
+        em.emit(f"int {name} = min({em.expr(e)}, {em.expr(dim)} - {em.expr(m)});")
         real.append(name)
+        if not starts_inside:
+            guards.append(name)
     lreal = local_dims(lext, gext, real)
-    g4 = to4(real, tile.layout if len(g.shape) == len(tile.shape) else "lanes")
+    g4 = to4(real, tile.layout if len(g.dims) == len(tile.shape) else "lanes")
     l4 = to4(lreal, tile.layout)
+    if g4 != l4 and tile.layout == "lanes" and len(g.dims) >= 3 and len(g.dims) > len(tile.shape):
+        # A slice of a 3-D/4-D tensor along other axes than the tile's (Q[b, h, s0:s0 + 64, :], bhsd).
+        gview, shape, g4 = permuted_slice(em, em.global_view(gbuf.data, "lanes"), g, gmin, gext, real, tile, lext)
+    else:
+        shape = em.dim4var(g4)
+        goff = em.dim4var(offset4([em.expr(m) for m in gmin], tile.layout if len(g.dims) == len(tile.shape) else "lanes"), "goff")
+        gview = f"{em.global_view(gbuf.data, tile.layout)}.sub_view({shape}, {goff})"
     if g4 != l4:
         raise em.fail(
             f"T.copy between {gbuf.name} region {list(gext)} and tile {lbuf.name}{list(tile.shape)} whose TPU layouts differ ({g4} vs {l4})",
             hint="copy between a region and a tile of the same shape (rows on the lanes, columns along W)",
         )
-    shape = em.dim4var(g4)
-    goff = em.dim4var(offset4([em.expr(m) for m in gmin], tile.layout if len(g.shape) == len(tile.shape) else "lanes"), "goff")
-    gview = f"{em.global_view(gbuf.data, tile.layout)}.sub_view({shape}, {goff})"
     full_local = em.full_local(tile, lmin, lext)
     if full_local and not partial:
         lview = tile.name
@@ -91,12 +101,19 @@ def copy_regions(
         # The zero fill runs on the DMA engine (the TIU stays free for compute; also,
         # ppl-compile 1.7 crashes on a tiu fill + partial load of one tile when pipelined).
         em.emit(f"if ({cond}) dma::zero({target});")
+    if guards:
+        # A region wholly past a symbolic dimension's end: nothing to move (see codegen_dynamic).
+        em.emit(f"if ({' && '.join(f'{n} > 0' for n in guards)}) {{")
+        em.indent += 1
     if g.dtype != tile.dtype:
         _copy_cast(em, src_global, g, gview, tile, lview, shape)
     elif src_global:
         em.emit(f"dma::load({lview}, {gview});")
     else:
         em.emit(f"dma::store({gview}, {lview});")
+    if guards:
+        em.indent -= 1
+        em.emit("}")
 
 
 def _copy_cast(em: Emitter, load: bool, g: GlobalTensor, gview: str, tile: Tile, lview: str, lreal: str) -> None:

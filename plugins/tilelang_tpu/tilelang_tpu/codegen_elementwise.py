@@ -175,20 +175,28 @@ def _global_store(em: Emitter, store: Any, loop_vars: list[Any], extents: list[i
             f"tiu::{'move' if result.is_tile and result.dtype == g.dtype else 'cast' if result.is_tile else 'fill'}({name}, {result.text});"
         )
     real = []
-    for off, d, size in zip(offsets, dom, g.shape, strict=True):
-        if em.analyzer.can_prove(tirx.LE(off + d, tirx.const(size, "int32"))):
+    guards = []  # clipped extents that may be <= 0 (along a symbolic dimension, see codegen_dynamic)
+    for axis, (off, d) in enumerate(zip(offsets, dom, strict=True)):
+        size = g.extent(axis)
+        if em.analyzer.can_prove(tirx.LE(off + d, size)):
             real.append(str(d))
-        elif not em.analyzer.can_prove(tirx.LT(off, tirx.const(size, "int32"))):
+            continue
+        inside = em.analyzer.can_prove(tirx.LT(off, size))
+        if not inside and (g.is_static or not em.analyzer.can_prove(tirx.GE(off, 0))):
             raise em.fail(f"T.Parallel store to {store.buffer.name} whose region may start outside it (at {off})", loop)
-        else:
-            n = em.fresh("n")
-            em.emit(f"int {n} = min({d}, {size} - ({em.expr(off)}));")
-            real.append(n)
+        n = em.fresh("n")
+        em.emit(f"int {n} = min({d}, {em.expr(size)} - ({em.expr(off)}));")
+        real.append(n)
+        if not inside:
+            guards.append(f"{n} > 0")
     gshape = em.dim4var(to4(real), "gshp")
     goff = em.dim4var(offset4([em.expr(o) for o in offsets]), "goff")
     lshape = em.dim4var(to4([r for r, d in zip(real, dom, strict=True) if d != 1] or ["1"]), "lshp")
     zero = em.dim4var(["0", "0", "0", "0"], "lzero")
-    em.emit(f"dma::store({em.global_view(store.buffer.data, 'lanes')}.sub_view({gshape}, {goff}), {name}.sub_view({lshape}, {zero}));")
+    guard = f"if ({' && '.join(guards)}) " if guards else ""
+    em.emit(
+        f"{guard}dma::store({em.global_view(store.buffer.data, 'lanes')}.sub_view({gshape}, {goff}), {name}.sub_view({lshape}, {zero}));"
+    )
 
 
 def _reads(e: Any, data: Any) -> bool:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tilelang_tpu.codegen_constructs import supported_tile_ops_hint, tile_op_handlers
+from tilelang_tpu.codegen_dynamic import check_shape_vars
 from tilelang_tpu.codegen_ir import (
     LOCAL_SCOPES,
     CodegenError,
@@ -50,6 +51,7 @@ class Emitter:
     globals_: dict[Any, GlobalTensor] = field(default_factory=dict)  # data var -> global tensor
     scalars: dict[Any, str] = field(default_factory=dict)  # local.var data var -> C name
     global_views: dict[tuple[Any, str], str] = field(default_factory=dict)  # (data var, layout) -> gtensor name
+    shape_symbols: list[str] = field(default_factory=list)  # symbolic dimensions, in entry order (abi.ShapeSlot)
 
     def __post_init__(self) -> None:
         from tvm import arith
@@ -109,16 +111,26 @@ class Emitter:
                 self.func,
                 "lower the kernel with tilelang_tpu.lowering (tilelang.compile(..., target='tpu') does)",
             )
+        declared = list(attrs[abi.DECLARED_PARAMS_ATTR])
+        shape_vars = list(attrs[abi.SHAPE_VARS_ATTR]) if abi.SHAPE_VARS_ATTR in attrs else []
+        check_shape_vars(self, declared, shape_vars)
         try:
-            slots = abi.bind_pointers(list(attrs[abi.DECLARED_PARAMS_ATTR]), list(self.func.params))
+            slots = abi.bind_pointers(declared, list(self.func.params), shape_vars)
         except abi.AbiError as err:
             raise self.fail(
                 str(err),
                 self.func,
-                "declare scalar parameters as T.float32 or T.int32 (or capture the value as a Python constant)",
+                "declare scalar parameters as T.float32 or T.int32 and symbolic dimensions as int32 "
+                "(or capture the value as a Python constant)",
             ) from None
         out = []
         for slot in slots:
+            if isinstance(slot, abi.ShapeSlot):
+                name = self.fresh(slot.symbol)
+                self.ids.of_var[slot.var] = name
+                self.shape_symbols.append(slot.symbol)
+                out.append((abi.SHAPE_CTYPE + " ", name))
+                continue
             if isinstance(slot, abi.ScalarSlot):
                 self.ids.reserve(slot.name)
                 self.ids.of_var[slot.var] = slot.name
@@ -134,14 +146,12 @@ class Emitter:
             out.append((DTYPES[dtype] + " *", slot.name))
             if not slot.used:
                 continue
-            shape = tuple(int(s) if isinstance(s, tirx.IntImm) else -1 for s in buf.shape)
-            if -1 in shape:
-                raise self.fail(f"tensor {buf.name} has a symbolic shape {list(buf.shape)}; the tpu target needs static shapes", self.func)
-            if len(shape) > 4:
-                raise self.fail(f"tensor {buf.name} has rank {len(shape)}; ranks 1 to 4 are supported", self.func)
+            dims = tuple(int(d) if isinstance(d, tirx.IntImm) else d for d in buf.shape)
+            if len(dims) > 4:
+                raise self.fail(f"tensor {buf.name} has rank {len(dims)}; ranks 1 to 4 are supported", self.func)
             check_contiguous(self, buf)
             gname = self.fresh("g_" + str(buf.name))
-            self.globals_[buf.data] = GlobalTensor(gname, dtype, shape)
+            self.globals_[buf.data] = GlobalTensor(gname, dtype, dims, str(buf.name))
             self.ids.of_var[buf.data] = slot.name
         return out
 
@@ -157,7 +167,7 @@ class Emitter:
                 if (var, layout) not in wanted:
                     continue
                 name = g.name if layout == "lanes" else self.fresh(f"{g.name}_{layout}")
-                shape = self.dim4var(to4([str(s) for s in g.shape], layout), name + "_shape")
+                shape = self.dim4var(to4([self.expr(g.extent(i)) for i in range(len(g.dims))], layout), name + "_shape")
                 self.emit(f"auto {name} = gtensor<{DTYPES[g.dtype]}>({shape}, GLOBAL, {self.ids.of_var[var]});")
                 self.global_views[(var, layout)] = name
 
@@ -236,6 +246,10 @@ class Emitter:
                 raise self.fail("assert statement")
             else:
                 raise self.fail(f"statement kind {type(s).__name__}")
+        except CodegenError as err:
+            if not err.where:  # raised outside the emitter (GlobalTensor.shape): name the statement
+                err.where = self.stmt_text
+            raise
         finally:
             self.stmt_text = previous
 
@@ -270,7 +284,11 @@ class Emitter:
         if dtype not in DTYPES:
             raise self.fail(f"tile {buf.name} has dtype {dtype}, which PPL does not support", hint=f"use one of {', '.join(DTYPES)}")
         if not all(isinstance(s, tirx.IntImm) for s in buf.shape):
-            raise self.fail(f"tile {buf.name} has a symbolic shape")
+            raise self.fail(
+                f"tile {buf.name} of symbolic shape {list(buf.shape)}",
+                hint="tiles live in local memory and need static sizes: allocate block-sized tiles "
+                "(T.alloc_shared((block_M, N))) and loop over T.ceildiv(M, block_M) blocks; copies clip the last one",
+            )
         shape = tuple(int(s) for s in buf.shape)
         if not 1 <= len(shape) <= 4:
             raise self.fail(f"tile {buf.name} has rank {len(shape)}; ranks 1 to 4 are supported")
@@ -310,6 +328,7 @@ class Emitter:
             return
         if loop.kind not in (tirx.ForKind.SERIAL, tirx.ForKind.UNROLLED):
             raise self.fail(f"{loop.kind} loop", loop)
+        self.stmt_text = f"for {loop.loop_var.name} in range({loop.min}, {loop.min + loop.extent}):"
         var = self.fresh(loop.loop_var.name)
         self.ids.of_var[loop.loop_var] = var
         lo = self.expr(loop.min)

@@ -27,6 +27,12 @@ def emit_gemm(em: Emitter, call: Any) -> None:
     at, bt, ct = tiles
     assert at is not None and bt is not None and ct is not None
     for t, mins, ext in ((at, amin, aext), (bt, bmin, bext), (ct, cmin, cext)):
+        if len(t.shape) > 2:
+            raise em.fail(
+                f"a batched T.gemm on the rank-{len(t.shape)} tile {t.name}{list(t.shape)}",
+                hint="the TPU's matrix unit multiplies 2-D tiles: put the batch in the T.Kernel grid (or a T.serial loop) "
+                "and T.copy each batch's 2-D slice into 2-D tiles",
+            )
         if len(t.shape) != 2 or not em.full_local(t, mins, ext):
             raise em.fail(f"T.gemm on part of, or a non-2-D, tile {t.name}", hint="T.gemm takes whole 2-D tiles")
     if at.dtype != bt.dtype or at.dtype not in FLOAT_DTYPES:

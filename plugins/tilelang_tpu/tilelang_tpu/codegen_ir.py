@@ -76,9 +76,42 @@ class Tile:
 
 @dataclass
 class GlobalTensor:
+    """A kernel's tensor parameter: its gtensor's C name, element dtype and dimensions.
+
+    ``dims`` holds an ``int`` per static dimension and the device function's TIR ``Var``
+    per symbolic one (``T.symbolic``/``T.dynamic``), whose value the entry receives as an
+    ``int`` parameter (:class:`tilelang_tpu.abi.ShapeSlot`).  Code that handles symbolic
+    dimensions reads :meth:`extent`; :attr:`shape` is for code that needs static sizes
+    and refuses a symbolic tensor by name, so no construct can mistake a symbol for a size.
+    """
+
     name: str
     dtype: str
-    shape: tuple[int, ...]
+    dims: tuple[Any, ...]
+    tensor: str = ""  #: the parameter's name in the user's kernel (for messages)
+
+    @property
+    def is_static(self) -> bool:
+        return all(isinstance(d, int) for d in self.dims)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The static shape; a :class:`CodegenError` for a tensor with a symbolic dimension."""
+        if not self.is_static:
+            raise CodegenError(
+                f"tensor {self.tensor or self.name}[{', '.join(str(d) for d in self.dims)}], which has symbolic dimensions, "
+                "in a construct that needs static shapes",
+                "",
+                "give the tensor a static shape, or use it only through T.copy (which clips to the runtime size)",
+            )
+        return tuple(int(d) for d in self.dims)
+
+    def extent(self, axis: int) -> Any:
+        """Dimension ``axis`` as a TIR expression (an ``int32`` constant or the shape variable)."""
+        from tvm import tirx
+
+        dim = self.dims[axis]
+        return tirx.const(dim, "int32") if isinstance(dim, int) else dim
 
 
 @dataclass
@@ -178,7 +211,12 @@ def tile_call(stmt: Any, op: str) -> Any:
 
 
 def whole(buf: Any, mins: list[Any], extents: list[Any]) -> bool:
-    return all(is_zero(m) for m in mins) and all(is_const(e) for e in extents) and [int(e) for e in extents] == [int(x) for x in buf.shape]
+    return (
+        all(is_zero(m) for m in mins)
+        and all(is_const(e) for e in extents)
+        and all(is_const(x) for x in buf.shape)
+        and [int(e) for e in extents] == [int(x) for x in buf.shape]
+    )
 
 
 _FREE_DECL = re.compile(r"^\s*\w+ = T\.(Buffer|handle|int\d+|uint\d+|float\d+|bfloat16|bool|Var)\(")
@@ -242,16 +280,19 @@ def local_dims(lext: list[Any], gext: list[Any], real: list[str]) -> list[str]:
 
 
 def check_contiguous(em: Any, buf: Any) -> None:
-    strides = [int(s) for s in buf.strides] if len(buf.strides) else []
-    if not strides:
+    """Refuse a tensor whose strides are not row-major (compared symbolically: a dimension
+    may be a shape variable)."""
+    from tvm import tirx
+
+    if not len(buf.strides):
         return
-    expected = []
-    acc = 1
-    for dim in reversed([int(s) for s in buf.shape]):
+    expected: list[Any] = []
+    acc: Any = tirx.const(1, buf.shape[-1].dtype)
+    for dim in reversed(list(buf.shape)):
         expected.append(acc)
-        acc *= dim
-    if strides != list(reversed(expected)):
-        raise em.fail(f"tensor {buf.name} has strides {strides}; the tpu target needs contiguous (row-major) tensors", em.func)
+        acc = acc * dim
+    if not all(em.analyzer.can_prove_equal(s, e) for s, e in zip(buf.strides, reversed(expected), strict=True)):
+        raise em.fail(f"tensor {buf.name} has strides {list(buf.strides)}; the tpu target needs contiguous (row-major) tensors", em.func)
 
 
 def float_imm(text: str, dtype: str) -> Any:

@@ -135,7 +135,8 @@ def _find_reduce_staging(plan: KernelPlan, body: Any) -> None:
                 if copy is None or red is None:
                     continue
                 (src, smin, sext), (dst, dmin, dext) = region(copy.args[0]), region(copy.args[1])
-                same_kind = str(src.dtype) == str(dst.dtype) and [int(x) for x in src.shape] == [int(x) for x in dst.shape]
+                src_shape = _static(src.shape)
+                same_kind = str(src.dtype) == str(dst.dtype) and src_shape is not None and src_shape == _static(dst.shape)
                 if same_kind and region(red.args[0])[0].same_as(dst) and whole(src, smin, sext) and whole(dst, dmin, dext):
                     pairs.append((first, src, dst))
 
@@ -144,3 +145,10 @@ def _find_reduce_staging(plan: KernelPlan, body: Any) -> None:
         if uses.get(dst.data) == 2 and src.scope() != "global":
             plan.aliases[dst.data] = src.data
             plan.skipped.append((stmt, dst.data))
+
+
+def _static(shape: Any) -> list[int] | None:
+    """``shape`` as integers, or ``None`` if a dimension is symbolic."""
+    from tvm import tirx
+
+    return [int(d) for d in shape] if all(isinstance(d, tirx.IntImm) for d in shape) else None

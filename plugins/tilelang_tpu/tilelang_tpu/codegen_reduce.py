@@ -69,6 +69,12 @@ def emit_reduce(em: Emitter, call: Any) -> None:
             f"T.reduce_{kind} over dim {dim} of a rank-{len(st.shape)} tile",
             hint="the tpu target reduces along the last axis of a tile, or along dim 0 of a 1-D or 2-D tile",
         )
+    if not across_lanes and st.shape4[2] != "1":
+        # quick_pooling reduces [N, C, 1, W] rows; with H > 1 it gave wrong sums on the emulator.
+        raise em.fail(
+            f"T.reduce_{kind} of the 4-D tile {src.name}{list(st.shape)}, whose third axis is not 1",
+            hint="reduce a 3-D tile [b, rows, cols] (or a 4-D tile [a, b, 1, cols]): the TPU pools rows of [N, C, 1, W]",
+        )
     if st.dtype not in FLOAT_DTYPES:
         raise em.fail(
             f"T.reduce_{kind} of {st.dtype} data",

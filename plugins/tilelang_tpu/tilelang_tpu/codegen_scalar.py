@@ -102,6 +102,10 @@ class ScalarPrinter:
             return f"(!{p(e.a)})"
         if isinstance(e, tirx.Select):
             return f"({p(e.condition)} ? {p(e.true_value)} : {p(e.false_value)})"
+        if isinstance(e, tirx.Call) and str(getattr(e.op, "name", "")) in _BIT_OPS and "int" in str(e.dtype):
+            # Simplify's strength reduction of division by a power of two: T.ceildiv(M, 64) of a
+            # symbolic M becomes (M + 63) >> 6 (C's >> on int is the arithmetic shift TIR means).
+            return f"({p(e.args[0])} {_BIT_OPS[str(e.op.name)]} {p(e.args[1])})"
         if isinstance(e, tirx.Cast):
             ctype = _C_TYPES.get(str(e.dtype))
             if ctype is None:
@@ -122,4 +126,13 @@ _C_TYPES = {
     # fp16/bf16 scalars only ever feed tiu constants, which PPL takes as float.
     "float16": "float",
     "bfloat16": "float",
+}
+
+#: Integer bit operations TIR's simplifier produces, and their C operators.
+_BIT_OPS = {
+    "tirx.shift_right": ">>",
+    "tirx.shift_left": "<<",
+    "tirx.bitwise_and": "&",
+    "tirx.bitwise_or": "|",
+    "tirx.bitwise_xor": "^",
 }

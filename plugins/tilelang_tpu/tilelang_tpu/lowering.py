@@ -71,6 +71,9 @@ def _annotate_declared_params(mod: Any) -> Any:
     identity; unused buffers keep their host data variable (bound to nothing).
     ``abi.KERNEL_NAME_ATTR``: the host function's name, which the runtime knows the
     kernel by (the device symbol has SplitHostDevice's ``_kernel`` suffix).
+    ``abi.SHAPE_VARS_ATTR``: the symbolic dimension variables of the declared tensors
+    (each distinct variable once, in order of first appearance), each the kernel's own
+    copy when the host passes it (the re-declared buffers' shapes use those copies).
     """
     from tvm import ir, tirx
 
@@ -94,17 +97,24 @@ def _annotate_declared_params(mod: Any) -> Any:
             if gvar in annotated or gvar not in mod.functions:
                 continue
             kernel = mod[gvar]
+            # The host's symbolic dimension variables -> the kernel's copies of them.
+            shape_vars = _shape_vars(declared)
+            to_kernel = {}
+            for var in shape_vars:
+                for arg, kernel_param in zip(call.args, kernel.params, strict=False):
+                    if isinstance(arg, tirx.Var) and arg.same_as(var):
+                        to_kernel[var] = kernel_param
             bound = []
             for param in declared:
                 if isinstance(param, tirx.Buffer):
                     for arg, kernel_param in zip(call.args, kernel.params, strict=False):
                         if isinstance(arg, tirx.Var) and arg.same_as(param.data):
                             param = tirx.decl_buffer(
-                                param.shape,
+                                [tirx.stmt_functor.substitute(d, to_kernel) for d in param.shape],
                                 param.dtype,
                                 param.name,
                                 data=kernel_param,
-                                strides=param.strides,
+                                strides=[tirx.stmt_functor.substitute(s, to_kernel) for s in param.strides],
                                 elem_offset=param.elem_offset,
                             )
                             break
@@ -116,12 +126,31 @@ def _annotate_declared_params(mod: Any) -> Any:
                             break
                 bound.append(param)
             kernel = kernel.with_attr(abi.DECLARED_PARAMS_ATTR, bound)
+            kernel = kernel.with_attr(abi.SHAPE_VARS_ATTR, [to_kernel.get(v, v) for v in shape_vars])
             if host_name is not None:
                 kernel = kernel.with_attr(abi.KERNEL_NAME_ATTR, host_name)
             annotated[gvar] = kernel
     for gvar, kernel in annotated.items():
         mod[gvar] = kernel
     return mod
+
+
+def _shape_vars(declared: list[Any]) -> list[Any]:
+    """The variables in the declared tensors' shapes, each once, in order of first appearance
+    (a dim ``M`` or one inside an expression such as ``M * 2``)."""
+    from tvm import tirx
+
+    found: list[Any] = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tirx.Var) and not any(node.same_as(v) for v in found):
+            found.append(node)
+
+    for param in declared:
+        if isinstance(param, tirx.Buffer):
+            for dim in param.shape:
+                tirx.stmt_functor.post_order_visit(tirx.Evaluate(dim), visit)
+    return found
 
 
 def _passes(mod: Any, dummy: Any) -> Any:

@@ -490,6 +490,14 @@ class EmulatorAdapter:
         self._symbol = abi.launch_symbol(kernel.name)
         #: slot -> dtype of each scalar parameter (a 0-d param, passed as a Python number)
         self._scalars = {i: str(p.dtype).removeprefix("torch.") for i, p in enumerate(kernel.params) if not p.shape}
+        #: (entry slot, parameter index, axis) of each symbolic dimension: its value is that
+        #: tensor's size along that axis (abi.shape_symbols; tilecore's Launcher has already
+        #: checked that every tensor naming the symbol agrees)
+        self._params = kernel.params
+        self._shape_sources = [
+            (len(kernel.params) + k, *next((i, p.shape.index(name)) for i, p in enumerate(kernel.params) if name in p.shape))
+            for k, name in enumerate(abi.shape_symbols([p.shape for p in kernel.params]))
+        ]
         toolchain.require_libraries(self.chip)
 
     def _key(self) -> tuple[tuple[str, ...], list[str]]:
@@ -499,6 +507,15 @@ class EmulatorAdapter:
         key, arguments = self._key()
         tensors = tuple(a for a in args if isinstance(a, torch.Tensor))
         scalars = [[i, self._scalars[i], args[i]] for i in self._scalars]
+        for slot, index, axis in self._shape_sources:
+            size = args[index].shape[axis]  # type: ignore[union-attr]  # a tensor parameter
+            if size > abi.SHAPE_MAX:
+                param = self._params[index]
+                raise TilecoreError(
+                    f"{self._where}: argument {index} ({param.describe()}) has {param.shape[axis]}={size} on axis {axis}, "
+                    f"more than the {abi.SHAPE_MAX} an {abi.SHAPE_DTYPE} dimension parameter holds. Split the call."
+                )
+            scalars.append([slot, abi.SHAPE_DTYPE, int(size)])
         try:
             WORKERS.run(key, self.chip, arguments, self._toolchain, self._build.library, self._symbol, tensors, self._where, scalars)
         except KernelFaultError:

@@ -1,0 +1,67 @@
+"""Copies between a tile and a lower-rank slice of a 3-D/4-D global tensor.
+
+A 2-D tile ``[rows, cols]`` lives as ``[1, rows, 1, cols]`` (rows on the lanes, ``C``).
+A global tensor of rank 4 is viewed as is, ``[N, C, H, W]``, so a slice whose rows run
+along its second axis -- ``Q[b, s0:s0 + 64, h, :]`` of a bshd tensor -- already has the
+tile's shape ``[1, 64, 1, D]``.  A slice along another axis -- ``Q[b, h, s0:s0 + 64, :]``
+of a bhsd tensor, ``[1, 1, 64, D]`` -- does not.  For those, the copy reads the tensor
+through a *permuted* view: a ``gtensor`` ``view(shape, stride)`` that puts each axis the
+slice spans where the tile has it, with that axis's row-major stride, and the other axes
+(of extent 1 in the slice) in the remaining places.  The DMA engine walks ``N``, ``C``
+and ``H`` with any stride; ``W`` must stay the tensor's last, contiguous axis, so a slice
+whose columns are not the tensor's last axis (a transposing copy) is refused by name.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tilelang_tpu.codegen_ir import GlobalTensor, Tile, is_const
+from tilelang_tpu.codegen_layout import LAYOUTS
+
+if TYPE_CHECKING:
+    from tilelang_tpu.codegen_emit import Emitter
+
+__all__ = ["permuted_slice"]
+
+#: ``[N, C, H, W]`` position of ``W``, the contiguous axis of every PPL tensor.
+_W = 3
+
+
+def permuted_slice(
+    em: Emitter, gname: str, g: GlobalTensor, gmin: list[Any], gext: list[Any], real: list[str], tile: Tile, lext: list[Any]
+) -> tuple[str, str, list[str]]:
+    """(C expression of the global side, the ``dim4`` variable of its extents, those 4-D
+    extents) of a copy between ``tile`` and the
+    region ``gmin``/``gext`` (extents clipped to ``real``) of ``g`` whose natural 4-D view
+    does not line up with the tile: a permuted, strided view of the tensor, then the
+    region's ``sub_view``.  The caller has checked that the non-unit extents agree."""
+    rank = len(g.dims)
+    spanned = [d for d in range(rank) if not (is_const(gext[d]) and int(gext[d]) == 1)]
+    positions = LAYOUTS[tile.layout][len(tile.shape)]
+    tile_spanned = [positions[k] for k, e in enumerate(lext) if not (is_const(e) and int(e) == 1)]
+    # place[p]: the tensor axis at 4-D position p (None: an inserted axis of size 1).
+    place: list[int | None] = [None] * 4
+    for axis, pos in zip(spanned, tile_spanned, strict=True):
+        place[pos] = axis
+    rest = iter(d for d in range(rank) if d not in spanned)
+    for pos in range(4):
+        if place[pos] is None:
+            place[pos] = next(rest, None)
+    if place[_W] not in (None, rank - 1):
+        raise em.fail(
+            f"T.copy whose tile {list(tile.shape)} takes its columns from axis {place[_W]} of a rank-{rank} tensor "
+            f"(the tensor's contiguous axis is {rank - 1})",
+            hint="copy slices whose last extent runs along the tensor's last axis (a transposing copy needs a T.gemm "
+            "transpose or a tile transposed with T.Parallel)",
+        )
+    dims = [em.expr(g.extent(d)) for d in range(rank)]
+    strides = ["1"] * rank
+    for d in range(rank - 2, -1, -1):
+        strides[d] = f"{strides[d + 1]} * {dims[d + 1]}" if strides[d + 1] != "1" else dims[d + 1]
+    vshape = em.dim4var([dims[a] if a is not None else "1" for a in place], "vshape")
+    vstride = em.dim4var([strides[a] if a is not None else "1" for a in place], "vstride")
+    extents = [real[a] if a is not None else "1" for a in place]
+    shape = em.dim4var(extents, "shp")
+    goff = em.dim4var([em.expr(gmin[a]) if a is not None else "0" for a in place], "goff")
+    return f"{gname}.view({vshape}, {vstride}).sub_view({shape}, {goff})", shape, extents
