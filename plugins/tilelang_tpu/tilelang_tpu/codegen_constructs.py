@@ -193,10 +193,10 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "codegen_gemm",
     ),
     Construct(
-        "fp32 `T.gemm` with a transpose",
-        "refused: the fp32 unit's operands keep whole rows in one lane; store the operands untransposed or use fp16/bf16 inputs",
+        "fp32 `T.gemm` with `transpose_A`, `transpose_B` or both",
+        "the transposed operand keeps the lanes layout; before `tiu::fmm` it is moved into a `rows_n` scratch tile of its "
+        "transpose by `dma::transpose_cw` (lanes ↔ W) and `dma::transpose_nc` (lanes → N)",
         "codegen_gemm",
-        REFUSED,
     ),
     # ------------------------------------------------------------------ atomic add
     Construct(
