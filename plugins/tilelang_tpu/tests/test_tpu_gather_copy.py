@@ -6,8 +6,6 @@ To keep the suite fast, several cases share one compiled kernel (one output each
 Every test checks that the inputs are left untouched.
 """
 
-from __future__ import annotations
-
 from typing import Any
 
 import pytest
@@ -81,3 +79,58 @@ def test_fp32_gemm_transposed_operands(M: int, N: int, K: int, BM: int, BN: int,
     expected = a @ b
     for got in (c_tn, c_nt, c_tt):
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5 * float(expected.abs().max()))
+
+
+# ---------------------------------------------------------------------- embedding / row gathers
+
+
+def _embedding_forms(N: int, V: int, D: int, BM: int) -> Any:
+    """The three ways users write an embedding lookup, one table dtype each, in one kernel:
+    through an index tile, reading the ids tensor directly, and one ``T.copy`` per row."""
+
+    @T.prim_func
+    def embedding(
+        table_f16: T.Tensor((V, D), "float16"),
+        ids: T.Tensor((N,), "int32"),
+        Unused: T.Tensor((N,), "int32"),
+        table_f32: T.Tensor((V, D), "float32"),
+        table_bf16: T.Tensor((V, D), "bfloat16"),
+        out_f32: T.Tensor((N, D), "float32"),
+        out_f16: T.Tensor((N, D), "float16"),
+        out_bf16: T.Tensor((N, D), "bfloat16"),
+    ):
+        with T.Kernel(T.ceildiv(N, BM), threads=128) as bx:
+            ids_shared = T.alloc_shared((BM,), "int32")
+            rows_f32 = T.alloc_shared((BM, D), "float32")
+            rows_f16 = T.alloc_fragment((BM, D), "float16")
+            rows_bf16 = T.alloc_shared((BM, D), "bfloat16")
+            T.copy(ids[bx * BM : (bx + 1) * BM], ids_shared)
+            for i, j in T.Parallel(BM, D):
+                rows_f32[i, j] = table_f32[ids_shared[i], j]
+            for i, j in T.Parallel(BM, D):
+                rows_f16[i, j] = table_f16[ids[bx * BM + i], j]
+            for k in T.serial(BM):
+                T.copy(table_bf16[ids_shared[k], :], rows_bf16[k, :])
+            T.copy(rows_f32, out_f32[bx * BM : (bx + 1) * BM, :])
+            T.copy(rows_f16, out_f16[bx * BM, 0])
+            T.copy(rows_bf16, out_bf16[bx * BM, 0])
+
+    return embedding
+
+
+@pytest.mark.parametrize(("N", "V", "D", "BM"), [(130, 50, 70, 64), (200, 300, 96, 128)])
+def test_embedding_gathers(N: int, V: int, D: int, BM: int) -> None:
+    """Ids out of order and repeated, a block count that does not divide the ids; fp32, fp16
+    and bf16 tables.  Gathers copy bits, so the result is exact.  Ids outside ``[0, V)`` (the
+    last two) give rows of zeros: the documented out-of-range behaviour."""
+    kernel = tilelang.compile(_embedding_forms(N, V, D, BM), target="tpu", out_idx=[5, 6, 7])
+    ids = torch.randint(0, V, (N,), dtype=torch.int32)
+    ids[1] = ids[N - 1] = ids[0]
+    ids[N // 2], ids[N // 3] = -1, V
+    table = torch.randn(V, D)
+    tables = (table.half(), table, table.bfloat16())
+    out_f32, out_f16, out_bf16 = _run(kernel, tables[0], ids, torch.zeros(N, dtype=torch.int32), tables[1], tables[2])
+    valid = (ids >= 0) & (ids < V)
+    for out, source in ((out_f32, tables[1]), (out_f16, tables[0]), (out_bf16, tables[2])):
+        assert torch.equal(out[valid], source[ids[valid].long()])
+        assert torch.equal(out[~valid], torch.zeros_like(out[~valid]))

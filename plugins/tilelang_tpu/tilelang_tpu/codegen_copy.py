@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tilelang_tpu.codegen_gather import copy_gathered_row, uses_loaded_index
 from tilelang_tpu.codegen_ir import GlobalTensor, Tile, is_const, local_dims, region, squeeze
 from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES, offset4, to4
 
@@ -29,6 +30,14 @@ def copy_regions(
     dst_global = dst.data in em.globals_
     if src_global and dst_global:
         raise em.fail("T.copy from global to global memory", hint="stage the data through a T.alloc_shared tile")
+    if src_global and not dst_global and uses_loaded_index(list(src_min)):
+        copy_gathered_row(em, src, src_min, src_ext, dst, dst_min, dst_ext)
+        return
+    if dst_global and uses_loaded_index(list(dst_min)):
+        raise em.fail(
+            f"T.copy to {dst.name} at a data-dependent position (a scatter)",
+            hint="the tpu target gathers rows by id but does not scatter them; store whole blocks",
+        )
     if not src_global and not dst_global:
         copy_local(em, src, src_min, src_ext, dst, dst_min, dst_ext)
         return

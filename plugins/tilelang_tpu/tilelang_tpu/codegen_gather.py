@@ -1,0 +1,311 @@
+"""Reads of global tensors whose addresses are not one rectangular block: data-dependent
+row gathers (embedding lookups) and strided, layout-changing loads.
+
+* ``out[i, j] = table[ids[i], j]`` in a ``T.Parallel`` (``ids`` a local index tile, or a
+  global index tensor read as ``ids[offset + i]``), and ``T.copy(table[ids[k], :], row)``
+  with a data-dependent first index: ``dma::gather_h``.  The table is seen as one
+  ``[V, D]`` plane per lane (a ``gtensor`` view with lane stride 0), each lane's index
+  picks its row.  The index must be ``uint32`` for the DMA engine: int32 indices are
+  reinterpreted, so a negative id becomes a huge one.  Ids outside ``[0, V)`` give a row
+  of zeros (the DMA's out-of-range fill value); torch raises for them and CUDA reads
+  whatever memory is there.
+* ``tile[i, j] = A[o0 + s0 * j, o1 + s1 * i]`` (each global index an offset plus a
+  multiple of one loop variable; a transposed block, every other column, ...): one
+  ``dma::load`` from a ``gtensor`` view with those strides.  Rows or columns past the
+  tensor's edge read zeros, as a ``T.copy`` of an overhanging tile does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tilelang_tpu.codegen_ir import Tile, is_const, same_var
+from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES, offset4, to4
+
+if TYPE_CHECKING:
+    from tilelang_tpu.codegen_emit import Emitter
+
+__all__ = ["copy_gathered_row", "emit_global_read", "reads_global", "uses_loaded_index"]
+
+#: Integer dtypes an index tensor may have (reinterpreted as the DMA's uint32 index).
+INDEX_DTYPES = ("int32", "uint32")
+
+
+def reads_global(em: Emitter, value: Any) -> bool:
+    """Whether the expression ``value`` reads a global tensor."""
+    from tvm import tirx
+
+    found: list[Any] = []
+    tirx.stmt_functor.post_order_visit(
+        tirx.Evaluate(value), lambda n: found.append(n) if isinstance(n, tirx.BufferLoad) and n.buffer.data in em.globals_ else None
+    )
+    return bool(found)
+
+
+def uses_loaded_index(indices: list[Any]) -> bool:
+    """Whether a region's start reads a buffer (a data-dependent address)."""
+    from tvm import tirx
+
+    found: list[Any] = []
+    for index in indices:
+        tirx.stmt_functor.post_order_visit(tirx.Evaluate(index), lambda n: found.append(n) if isinstance(n, tirx.BufferLoad) else None)
+    return bool(found)
+
+
+def emit_global_read(em: Emitter, store: Any, tile: Tile, loop_vars: list[Any], extents: list[int], loop: Any) -> None:
+    """``tile[i, j] = G[...]`` in a ``T.Parallel``: a row gather or a strided load (module doc)."""
+    from tvm import tirx
+
+    value = store.value
+    cast_to = None
+    if isinstance(value, tirx.Cast):
+        cast_to, value = str(value.dtype), value.value
+    if not isinstance(value, tirx.BufferLoad) or value.buffer.data not in em.globals_:
+        raise em.fail(
+            "read of a global tensor inside a T.Parallel expression",
+            loop,
+            hint="a T.Parallel may copy global data into a tile (tile[i, j] = A[...] alone, a row gather or a strided read); "
+            "T.copy the data to a tile first and compute on the tile",
+        )
+    index = list(store.indices)
+    if len(index) != len(loop_vars) or not all(same_var(i, v) for i, v in zip(index, loop_vars, strict=True)):
+        raise em.fail(
+            f"T.Parallel read of global {value.buffer.name} into {store.buffer.name}[{', '.join(map(str, index))}]",
+            loop,
+            hint="index the destination tile by the T.Parallel variables in order",
+        )
+    if tuple(extents) != tile.shape:
+        raise em.fail(
+            f"T.Parallel read of global {value.buffer.name} into part of tile {store.buffer.name}", loop, hint="fill the whole tile"
+        )
+    if tile.layout != "lanes":
+        raise em.fail(f"T.Parallel read of global {value.buffer.name} into {store.buffer.name} ({tile.layout} layout)", loop)
+    g = em.globals_[value.buffer.data]
+    if cast_to is not None and (cast_to != tile.dtype or g.dtype not in FLOAT_DTYPES or tile.dtype not in FLOAT_DTYPES):
+        raise em.fail(f"T.Parallel read of {g.dtype} global {value.buffer.name} cast to {cast_to}", loop)
+    if cast_to is None and g.dtype != tile.dtype:
+        raise em.fail(f"T.Parallel read of {g.dtype} global {value.buffer.name} into {tile.dtype} tile {store.buffer.name}", loop)
+    target = tile.name
+    if g.dtype != tile.dtype:
+        block = em.dim4var(tile.block, "gblk")
+        target = em.fresh("gathered")
+        em.emit(f"auto {target} = make_tensor<{DTYPES[g.dtype]}>({block}, {block});")
+    if uses_loaded_index(list(value.indices)):
+        _row_gather(em, value, loop_vars, extents, target, loop)
+    else:
+        _strided_load(em, value, loop_vars, extents, target, loop)
+    if target != tile.name:
+        em.emit(f"tiu::cast({tile.name}, {target});")
+
+
+def _row_gather(em: Emitter, load: Any, loop_vars: list[Any], extents: list[int], target: str, loop: Any) -> None:
+    """``target[i, j] = table[ids(i), c + j]``: ``dma::gather_h`` with one index per lane."""
+    from tvm import tirx
+
+    g = em.globals_[load.buffer.data]
+    if len(g.shape) != 2 or len(loop_vars) != 2:
+        raise em.fail(
+            f"data-dependent read of rank-{len(g.shape)} global {load.buffer.name} in a rank-{len(loop_vars)} T.Parallel",
+            loop,
+            hint="gather rows of a 2-D table into a 2-D tile: out[i, j] = table[ids[i], j]",
+        )
+    row_index, col_index = load.indices
+    i, j = loop_vars
+    column = em.analyzer.simplify(col_index - j)
+    if _mentions_any(column, loop_vars) or uses_loaded_index([column]):
+        raise em.fail(
+            f"row gather from {load.buffer.name} with column index {col_index}",
+            loop,
+            hint="read whole rows: table[ids[i], j] (or table[ids[i], offset + j])",
+        )
+    rows, cols = extents
+    vocab, width = g.shape
+    if not em.analyzer.can_prove(tirx.LE(column + cols, tirx.const(width, column.dtype))) or not em.analyzer.can_prove(
+        tirx.GE(column, tirx.const(0, column.dtype))
+    ):
+        raise em.fail(f"row gather of columns [{column}, {column} + {cols}) of {load.buffer.name}, which has {width} columns", loop)
+    index_view, real_rows = _index_view(em, row_index, i, rows, loop)
+    # Every lane sees the whole table (lane stride 0) as `vocab` rows along H.
+    part = em.dim4var(["1", str(vocab), "1", str(cols)], "tpart")
+    origin = em.dim4var(["0", "0", "0", em.expr(column)], "tcol")
+    plane = em.dim4var(["1", real_rows, str(vocab), str(cols)], "tplane")
+    stride = em.dim4var(["0", "0", str(width), "1"], "tstride")
+    table = f"{em.global_view(load.buffer.data, 'lanes')}.sub_view({part}, {origin}).view({plane}, {stride})"
+    if real_rows != str(rows):
+        # The ids end inside this block: the rows past them read zeros (as T.copy's overhang does).
+        em.emit(f"if ({real_rows} < {rows}) dma::zero({target});")
+        shape = em.dim4var(["1", real_rows, "1", str(cols)], "gshape")
+        zero = em.dim4var(["0", "0", "0", "0"], "gzero")
+        target = f"{target}.sub_view({shape}, {zero})"
+    em.emit(f"dma::gather_h({target}, {table}, {index_view}, 0);")
+
+
+def _index_view(em: Emitter, row_index: Any, row_var: Any, rows: int, loop: Any) -> tuple[str, str]:
+    """(C expression of a ``[1, n, 1, 1]`` uint32 view of the ids ``row_index`` reads per row,
+    ``n``): ``n`` is ``rows``, or fewer where the ids tensor ends inside the block."""
+    from tvm import tirx
+
+    ids = row_index
+    if isinstance(ids, tirx.Cast) and "int" in str(ids.dtype):
+        ids = ids.value
+    if not isinstance(ids, tirx.BufferLoad) or str(ids.buffer.dtype) not in INDEX_DTYPES:
+        raise em.fail(
+            f"row index {row_index}",
+            loop,
+            hint="gather with the ids themselves: table[ids[i], j] with an int32 index tile or tensor",
+        )
+    name = ids.buffer.name
+    shape = em.dim4var(["1", str(rows), "1", "1"], "ishape")
+    if ids.buffer.data in em.tiles:
+        tile = em.tiles[ids.buffer.data]
+        positions = list(ids.indices)
+        per_row = tile.layout == "lanes" and (
+            (len(positions) == 1 and same_var(positions[0], row_var))
+            or (len(positions) == 2 and same_var(positions[0], row_var) and is_const(positions[1]) and int(positions[1]) == 0)
+        )
+        if not per_row or tile.shape[0] < rows:
+            raise em.fail(f"row index {row_index}", loop, hint="index the ids tile by the row variable: ids[i] (or ids[i, 0])")
+        origin = em.dim4var(["0", "0", "0", "0"], "iorigin")
+        return f"{tile.name}.view<uint32>().sub_view({shape}, {origin})", str(rows)
+    g = em.globals_.get(ids.buffer.data)
+    if g is None or len(g.shape) != 1:
+        raise em.fail(f"row index {row_index} read from {name}", loop, hint="read the ids from a 1-D tensor or a local tile")
+    offset = em.analyzer.simplify(ids.indices[0] - row_var)
+    if _mentions_any(offset, [row_var]) or uses_loaded_index([offset]):
+        raise em.fail(f"row index {row_index}", loop, hint="read the ids as ids[offset + i]")
+    count = str(rows)
+    if not em.analyzer.can_prove(tirx.LE(offset + rows, tirx.const(g.shape[0], offset.dtype))):
+        if not em.analyzer.can_prove(tirx.LT(offset, tirx.const(g.shape[0], offset.dtype))):
+            raise em.fail(f"row gather whose ids {name}[{offset} + i] may start past the end of {name}", loop)
+        count = em.fresh("n")
+        em.emit(f"int {count} = min({rows}, {g.shape[0]} - ({em.expr(offset)}));")
+        shape = em.dim4var(["1", count, "1", "1"], "ishape")
+    origin = em.dim4var(["0", em.expr(offset), "0", "0"], "ioffset")
+    return f"{em.global_view(ids.buffer.data, 'lanes')}.view<uint32>().sub_view({shape}, {origin})", count
+
+
+def _strided_load(em: Emitter, load: Any, loop_vars: list[Any], extents: list[int], target: str, loop: Any) -> None:
+    """``target[v0, v1, ...] = G[o0 + s0 * v_a, ...]``: one DMA from a strided ``gtensor`` view."""
+    from tvm import tirx
+
+    g = em.globals_[load.buffer.data]
+    gstrides = [1] * len(g.shape)
+    for d in range(len(g.shape) - 2, -1, -1):
+        gstrides[d] = gstrides[d + 1] * g.shape[d + 1]
+    origin: list[Any] = []
+    strides = [0] * len(loop_vars)  # element stride in G per destination dim
+    clipped: dict[int, str] = {}  # destination dim -> C variable of its clipped extent
+    guards: list[str] = []
+    used = [False] * len(loop_vars)
+    hint = "index each global dimension by offset + step * one T.Parallel variable (or by a value the loop does not change)"
+    for dim, idx in enumerate(load.indices):
+        var_pos = [k for k, v in enumerate(loop_vars) if _mentions_any(idx, [v])]
+        if not var_pos:
+            origin.append(idx)
+            continue
+        if len(var_pos) > 1 or used[var_pos[0]]:
+            raise em.fail(f"T.Parallel read {load.buffer.name}[{', '.join(map(str, load.indices))}]", loop, hint=hint)
+        k = var_pos[0]
+        var = loop_vars[k]
+        used[k] = True
+        start = em.analyzer.simplify(tirx.stmt_functor.substitute(idx, {var: tirx.const(0, var.dtype)}))
+        step = em.analyzer.simplify(idx - start)
+        step_value = em.analyzer.simplify(tirx.stmt_functor.substitute(step, {var: tirx.const(1, var.dtype)}))
+        if not is_const(step_value) or int(step_value) < 1 or not em.analyzer.can_prove(tirx.EQ(step, step_value * var)):
+            raise em.fail(f"T.Parallel read {load.buffer.name}[{', '.join(map(str, load.indices))}]", loop, hint=hint)
+        origin.append(start)
+        strides[k] += int(step_value) * gstrides[dim]
+        step_int, extent, size = int(step_value), extents[k], g.shape[dim]
+        last = start + step_int * (extent - 1)
+        if em.analyzer.can_prove(tirx.LT(last, tirx.const(size, last.dtype))):
+            continue
+        if not em.analyzer.can_prove(tirx.LT(start, tirx.const(size, start.dtype))):
+            raise em.fail(f"T.Parallel read of {load.buffer.name} whose region may start outside it (dimension {dim} at {start})", loop)
+        # Clipped at the tensor's edge: the elements that exist along this axis.
+        n = em.fresh("n")
+        em.emit(f"int {n} = min({extent}, ({size} - ({em.expr(start)}) + {step_int - 1}) / {step_int});")
+        clipped[k] = n
+        guards.append(f"{n} < {extent}")
+    if not all(used):
+        raise em.fail(f"T.Parallel read {load.buffer.name}[{', '.join(map(str, load.indices))}] not using every loop variable", loop)
+    for dim, start in enumerate(origin):
+        if not em.analyzer.can_prove(tirx.GE(start, tirx.const(0, start.dtype))):
+            raise em.fail(f"T.Parallel read of {load.buffer.name} at a possibly negative index {start} (dimension {dim})", loop)
+    real = [clipped.get(k, str(e)) for k, e in enumerate(extents)]
+    shape = em.dim4var(to4(real), "sshape")
+    stride = em.dim4var(to4([str(s) for s in strides]), "sstride")
+    # The origin as a 1-element sub-view of the tensor in its own layout, re-viewed with the strides.
+    one = em.dim4var(to4(["1"] * len(g.shape)), "sone")
+    start = em.dim4var(offset4([em.expr(o) for o in origin]), "sstart")
+    source = f"{em.global_view(load.buffer.data, 'lanes')}.sub_view({one}, {start}).view({shape}, {stride})"
+    if guards:
+        em.emit(f"if ({' || '.join(guards)}) dma::zero({target});")
+        zero = em.dim4var(["0", "0", "0", "0"], "szero")
+        em.emit(f"dma::load({target}.sub_view({shape}, {zero}), {source});")
+    else:
+        em.emit(f"dma::load({target}, {source});")
+
+
+def copy_gathered_row(
+    em: Emitter, src: Any, src_min: list[Any], src_ext: list[Any], dst: Any, dst_min: list[Any], dst_ext: list[Any]
+) -> None:
+    """``T.copy(table[ids[k], c:c + n], row)``: one row chosen by a value read from a tile or
+    tensor, as a one-lane ``dma::gather_h`` into a ``[1, n]`` tile or one row of a 2-D tile."""
+    from tvm import tirx
+
+    g = em.globals_[src.data]
+    tile = em.tiles.get(dst.data)
+    if tile is None or len(g.shape) != 2 or not uses_loaded_index([src_min[0]]) or uses_loaded_index(src_min[1:]):
+        raise em.fail(
+            f"T.copy from {src.name} at a data-dependent position",
+            hint="copy one row of a 2-D table chosen by an id: T.copy(table[ids[k], :], row_tile)",
+        )
+    if not (is_const(src_ext[0]) and int(src_ext[0]) == 1) or not is_const(src_ext[1]):
+        raise em.fail(f"T.copy of {list(src_ext)} elements from {src.name} at a data-dependent row", hint="copy one row per id")
+    cols = int(src_ext[1])
+    if tile.layout != "lanes" or len(tile.shape) != 2 or [str(e) for e in dst_ext if not (is_const(e) and int(e) == 1)] != [str(cols)]:
+        raise em.fail(
+            f"T.copy of a gathered row into {dst.name}{list(tile.shape)}",
+            hint="copy the row into a [1, n] tile or one row of a 2-D tile (tile[k, :])",
+        )
+    _, row_view, _ = em.region_view(dst, dst_min, [tirx.const(1, "int32"), tirx.const(cols, "int32")])
+    if tile.dtype != g.dtype:
+        raise em.fail(
+            f"T.copy of a gathered {g.dtype} row into {tile.dtype} tile {dst.name}", hint="gather into a tile of the table's dtype"
+        )
+    column = src_min[1]
+    if not em.analyzer.can_prove(tirx.LE(column + cols, tirx.const(g.shape[1], column.dtype))):
+        raise em.fail(f"T.copy of columns [{column}, {column} + {cols}) of {src.name}, which has {g.shape[1]} columns")
+    ids = src_min[0]
+    if isinstance(ids, tirx.Cast):
+        ids = ids.value
+    if not isinstance(ids, tirx.BufferLoad) or str(ids.buffer.dtype) not in INDEX_DTYPES or uses_loaded_index(list(ids.indices)):
+        raise em.fail(f"T.copy from {src.name} at row {src_min[0]}", hint="index the table by one id: table[ids[k], :] with int32 ids")
+    one = em.dim4var(["1", "1", "1", "1"], "ione")
+    where = em.dim4var(offset4([em.expr(x) for x in ids.indices]), "iat")
+    if ids.buffer.data in em.tiles:
+        itile = em.tiles[ids.buffer.data]
+        if itile.layout != "lanes":
+            raise em.fail(f"T.copy indexed by {ids.buffer.name} ({itile.layout} layout)")
+        where = em.dim4var(offset4([em.expr(x) for x in ids.indices], itile.layout), "iat")
+        index = f"{itile.name}.view<uint32>().sub_view({one}, {where})"
+    elif ids.buffer.data in em.globals_:
+        index = f"{em.global_view(ids.buffer.data, 'lanes')}.view<uint32>().sub_view({one}, {where})"
+    else:
+        raise em.fail(f"T.copy indexed by {ids.buffer.name}", hint="read the id from a tile or a tensor")
+    part = em.dim4var(["1", str(g.shape[0]), "1", str(cols)], "tpart")
+    origin = em.dim4var(["0", "0", "0", em.expr(column)], "tcol")
+    plane = em.dim4var(["1", "1", str(g.shape[0]), str(cols)], "tplane")
+    stride = em.dim4var(["0", "0", str(g.shape[1]), "1"], "tstride")
+    table = f"{em.global_view(src.data, 'lanes')}.sub_view({part}, {origin}).view({plane}, {stride})"
+    em.emit(f"dma::gather_h({row_view}, {table}, {index}, 0);")
+
+
+def _mentions_any(e: Any, variables: list[Any]) -> bool:
+    from tvm import tirx
+
+    found: list[Any] = []
+    tirx.stmt_functor.post_order_visit(
+        tirx.Evaluate(e), lambda n: found.append(n) if isinstance(n, tirx.Var) and any(n.same_as(v) for v in variables) else None
+    )
+    return bool(found)
