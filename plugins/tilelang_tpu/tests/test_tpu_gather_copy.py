@@ -134,3 +134,49 @@ def test_embedding_gathers(N: int, V: int, D: int, BM: int) -> None:
     for out, source in ((out_f32, tables[1]), (out_f16, tables[0]), (out_bf16, tables[2])):
         assert torch.equal(out[valid], source[ids[valid].long()])
         assert torch.equal(out[~valid], torch.zeros_like(out[~valid]))
+
+
+# ---------------------------------------------------------------------- layout-changing copies
+
+
+def _layout_copies(M: int, N: int, BM: int, BN: int, dtype: str) -> Any:
+    """A tile transposed into another (``t[j, i] = a[i, j]``), a block read transposed straight
+    from global memory, and every other column of a block, in one kernel."""
+    half = (N + 1) // 2
+
+    @T.prim_func
+    def layout_copies(
+        A: T.Tensor((M, N), dtype),
+        Unused: T.Tensor((M, N), dtype),
+        At_tile: T.Tensor((N, M), dtype),
+        At_global: T.Tensor((N, M), dtype),
+        Even: T.Tensor((M, half), dtype),
+    ):
+        with T.Kernel(T.ceildiv(N, BN), T.ceildiv(M, BM), threads=128) as (bx, by):
+            a = T.alloc_shared((BM, BN), dtype)
+            t = T.alloc_shared((BN, BM), dtype)
+            t_global = T.alloc_fragment((BN, BM), dtype)
+            even = T.alloc_shared((BM, BN // 2), dtype)
+            T.copy(A[by * BM, bx * BN], a)
+            for i, j in T.Parallel(BM, BN):
+                t[j, i] = a[i, j]
+            for i, j in T.Parallel(BN, BM):
+                t_global[i, j] = A[by * BM + j, bx * BN + i]
+            for i, j in T.Parallel(BM, BN // 2):
+                even[i, j] = A[by * BM + i, bx * BN + 2 * j]
+            T.copy(t, At_tile[bx * BN, by * BM])
+            T.copy(t_global, At_global[bx * BN, by * BM])
+            T.copy(even, Even[by * BM, bx * (BN // 2)])
+
+    return layout_copies
+
+
+@pytest.mark.parametrize(("M", "N", "BM", "BN", "dtype"), [(130, 70, 64, 32, "float32"), (200, 100, 65, 64, "bfloat16")])
+def test_layout_changing_copies(M: int, N: int, BM: int, BN: int, dtype: str) -> None:
+    """Copies move bits: exact.  Edge blocks overhang the tensor in both directions."""
+    kernel = tilelang.compile(_layout_copies(M, N, BM, BN, dtype), target="tpu", out_idx=[2, 3, 4])
+    a = torch.randn(M, N).to(getattr(torch, dtype))
+    at_tile, at_global, even = _run(kernel, a, torch.zeros_like(a))
+    assert torch.equal(at_tile, a.T)
+    assert torch.equal(at_global, a.T)
+    assert torch.equal(even, a[:, 0::2])

@@ -12,7 +12,7 @@ from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES, offset4, to4
 if TYPE_CHECKING:
     from tilelang_tpu.codegen_emit import Emitter
 
-__all__ = ["copy_local", "copy_regions", "emit_copy"]
+__all__ = ["copy_local", "copy_regions", "emit_copy", "emit_tile_transpose"]
 
 
 def emit_copy(em: Emitter, call: Any) -> None:
@@ -138,3 +138,42 @@ def copy_local(em: Emitter, src: Any, src_min: list[Any], src_ext: list[Any], ds
         em.emit(f"tiu::cast({dview}, {sview});")
     else:
         raise em.fail(f"T.copy converting {st.dtype} -> {dt.dtype}", hint="casts between fp32, fp16 and bf16 are supported")
+
+
+def emit_tile_transpose(em: Emitter, store: Any, loop_vars: list[Any], extents: list[int]) -> bool:
+    """``b[j, i] = a[i, j]`` in a ``T.Parallel(I, J)`` over local 2-D tiles of one dtype:
+    ``dma::transpose_cw`` (lanes and W swapped by the DMA engine, local to local).
+    Returns False, emitting nothing, for any other statement."""
+    from tvm import tirx
+
+    value = store.value
+    if not (isinstance(value, tirx.BufferLoad) and value.buffer.data in em.tiles and store.buffer.data in em.tiles):
+        return False
+    dst_index, src_index = list(store.indices), list(value.indices)
+    if len(loop_vars) != 2 or len(dst_index) != 2 or len(src_index) != 2:
+        return False
+    if not all(isinstance(x, tirx.Var) for x in (*dst_index, *src_index)):
+        return False
+    if not (dst_index[0].same_as(src_index[1]) and dst_index[1].same_as(src_index[0]) and not dst_index[0].same_as(dst_index[1])):
+        return False
+    if not all(any(x.same_as(v) for v in loop_vars) for x in dst_index):
+        return False
+    dt, st = em.tiles[store.buffer.data], em.tiles[value.buffer.data]
+    if dt is st:
+        raise em.fail(f"in-place transpose of tile {store.buffer.name}", hint="transpose into another tile")
+    if dt.layout != "lanes" or st.layout != "lanes":
+        raise em.fail(
+            f"transpose {store.buffer.name}[{dst_index[0]}, {dst_index[1]}] = {value.buffer.name}[...] of an fp32 T.gemm operand",
+            hint="transpose a tile that is not a T.gemm operand, or use T.gemm's transpose_A/transpose_B",
+        )
+    if dt.dtype != st.dtype:
+        raise em.fail(f"transpose from {st.dtype} to {dt.dtype}", hint="transpose within one dtype, then cast")
+    extent = {v.name: e for v, e in zip(loop_vars, extents, strict=True)}
+    rows, cols = extent[src_index[0].name], extent[src_index[1].name]
+    if rows > st.shape[0] or cols > st.shape[1] or cols > dt.shape[0] or rows > dt.shape[1]:
+        raise em.fail(f"transpose of a [{rows}, {cols}] domain outside tile {value.buffer.name} or {store.buffer.name}")
+    zero = [tirx.const(0, "int32")] * 2
+    _, src_view, _ = em.region_view(value.buffer, zero, [tirx.const(rows, "int32"), tirx.const(cols, "int32")])
+    _, dst_view, _ = em.region_view(store.buffer, zero, [tirx.const(cols, "int32"), tirx.const(rows, "int32")])
+    em.emit(f"dma::transpose_cw({dst_view}, {src_view});")
+    return True
