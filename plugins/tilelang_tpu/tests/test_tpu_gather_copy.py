@@ -28,7 +28,8 @@ def _run(kernel: Any, *inputs: torch.Tensor) -> Any:
 
 
 def _gemm_transposes(M: int, N: int, K: int, BM: int, BN: int, BK: int) -> Any:
-    """Three fp32 GEMMs in one kernel: ``transpose_A``, ``transpose_B`` and both, with a K loop."""
+    """Three fp32 GEMMs in one kernel: ``transpose_A``, ``transpose_B`` and both, with a K loop;
+    one result is copied to an ordinary tile and summed per row of each block."""
 
     @T.prim_func
     def gemm_transposes(
@@ -40,6 +41,7 @@ def _gemm_transposes(M: int, N: int, K: int, BM: int, BN: int, BK: int) -> Any:
         C_tn: T.Tensor((M, N), "float32"),
         C_nt: T.Tensor((M, N), "float32"),
         C_tt: T.Tensor((M, N), "float32"),
+        RowSums: T.Tensor((M, T.ceildiv(N, BN)), "float32"),
     ):
         with T.Kernel(T.ceildiv(N, BN), T.ceildiv(M, BM), threads=128) as (bx, by):
             a_t = T.alloc_shared((BK, BM), "float32")
@@ -49,6 +51,8 @@ def _gemm_transposes(M: int, N: int, K: int, BM: int, BN: int, BK: int) -> Any:
             c_tn = T.alloc_fragment((BM, BN), "float32")
             c_nt = T.alloc_fragment((BM, BN), "float32")
             c_tt = T.alloc_fragment((BM, BN), "float32")
+            c_rows = T.alloc_shared((BM, BN), "float32")
+            row_sum = T.alloc_fragment((BM,), "float32")
             T.clear(c_tn)
             T.clear(c_nt)
             T.clear(c_tt)
@@ -63,6 +67,10 @@ def _gemm_transposes(M: int, N: int, K: int, BM: int, BN: int, BK: int) -> Any:
             T.copy(c_tn, C_tn[by * BM, bx * BN])
             T.copy(c_nt, C_nt[by * BM, bx * BN])
             T.copy(c_tt, C_tt[by * BM, bx * BN])
+            # The fp32 matmul tile (a whole row per lane) copied to an ordinary tile and reduced.
+            T.copy(c_nt, c_rows)
+            T.reduce_sum(c_rows, row_sum, dim=1)
+            T.copy(row_sum, RowSums[by * BM : (by + 1) * BM, bx])
 
     return gemm_transposes
 
@@ -72,13 +80,15 @@ def test_fp32_gemm_transposed_operands(M: int, N: int, K: int, BM: int, BN: int,
     """fp32 ``T.gemm`` with ``transpose_A``, ``transpose_B`` and both: the transposed operand
     goes through DMA transposes into tiu::fmm's layout.  Shapes divide no block edge.
     Tolerance: 1e-5 relative to torch's fp32 matmul."""
-    kernel = tilelang.compile(_gemm_transposes(M, N, K, BM, BN, BK), target="tpu", out_idx=[5, 6, 7])
+    kernel = tilelang.compile(_gemm_transposes(M, N, K, BM, BN, BK), target="tpu", out_idx=[5, 6, 7, 8])
     a, b = torch.randn(M, K), torch.randn(K, N)
     unused = torch.randn(M, N)
-    c_tn, c_nt, c_tt = _run(kernel, a.T.contiguous(), b, unused, a, b.T.contiguous())
+    c_tn, c_nt, c_tt, row_sums = _run(kernel, a.T.contiguous(), b, unused, a, b.T.contiguous())
     expected = a @ b
     for got in (c_tn, c_nt, c_tt):
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5 * float(expected.abs().max()))
+    block_sums = torch.stack([expected[:, n : n + BN].sum(1) for n in range(0, N, BN)], dim=1)
+    torch.testing.assert_close(row_sums, block_sums, rtol=1e-5, atol=1e-5 * float(expected.abs().max()) * BN)
 
 
 # ---------------------------------------------------------------------- embedding / row gathers

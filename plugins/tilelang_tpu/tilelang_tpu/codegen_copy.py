@@ -127,10 +127,15 @@ def copy_local(em: Emitter, src: Any, src_min: list[Any], src_ext: list[Any], ds
         raise em.fail(f"T.copy between tiles of different extents ({list(src_ext)} vs {list(dst_ext)})")
     st, sview, s4 = em.region_view(src, src_min, src_ext)
     dt, dview, d4 = em.region_view(dst, dst_min, dst_ext)
+    if {st.layout, dt.layout} == {"lanes", "rows_n"} and s4 == [d4[1], d4[0], d4[2], d4[3]] and st.dtype == dt.dtype:
+        # An fp32 T.gemm tile ([rows, 1, 1, cols], a whole row per lane) to or from an ordinary
+        # one ([1, rows, 1, cols]): the DMA engine swaps N and the lanes.
+        em.emit(f"dma::transpose_nc({dview}, {sview});")
+        return
     if s4 != d4 or st.layout != dt.layout:
         raise em.fail(
             f"T.copy between tiles whose TPU layouts differ ({src.name}: {st.layout} {s4} vs {dst.name}: {dt.layout} {d4})",
-            hint="copy between tiles of the same rank; fp32 T.gemm operands keep whole rows in one lane and cannot be copied to row-on-lane tiles",
+            hint="copy between tiles of the same rank; an fp32 T.gemm tile copies to or from a 2-D tile of the same shape and dtype",
         )
     if st.dtype == dt.dtype:
         em.emit(f"tiu::move({dview}, {sview});")

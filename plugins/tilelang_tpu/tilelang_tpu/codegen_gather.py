@@ -33,13 +33,15 @@ INDEX_DTYPES = ("int32", "uint32")
 
 def reads_global(em: Emitter, value: Any) -> bool:
     """Whether the expression ``value`` reads a global tensor."""
+    return any(load.buffer.data in em.globals_ for load in _loads(value))
+
+
+def _loads(value: Any) -> list[Any]:
     from tvm import tirx
 
     found: list[Any] = []
-    tirx.stmt_functor.post_order_visit(
-        tirx.Evaluate(value), lambda n: found.append(n) if isinstance(n, tirx.BufferLoad) and n.buffer.data in em.globals_ else None
-    )
-    return bool(found)
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(value), lambda n: found.append(n) if isinstance(n, tirx.BufferLoad) else None)
+    return found
 
 
 def uses_loaded_index(indices: list[Any]) -> bool:
@@ -61,8 +63,9 @@ def emit_global_read(em: Emitter, store: Any, tile: Tile, loop_vars: list[Any], 
     if isinstance(value, tirx.Cast):
         cast_to, value = str(value.dtype), value.value
     if not isinstance(value, tirx.BufferLoad) or value.buffer.data not in em.globals_:
+        name = next(n.buffer.name for n in _loads(store.value) if n.buffer.data in em.globals_)
         raise em.fail(
-            "read of a global tensor inside a T.Parallel expression",
+            f"read of global tensor {name} inside T.Parallel, combined with other operations",
             loop,
             hint="a T.Parallel may copy global data into a tile (tile[i, j] = A[...] alone, a row gather or a strided read); "
             "T.copy the data to a tile first and compute on the tile",
