@@ -94,15 +94,15 @@ def test_fp32_gemm_transposed_operands(M: int, N: int, K: int, BM: int, BN: int,
 # ---------------------------------------------------------------------- embedding / row gathers
 
 
-def _embedding_forms(N: int, V: int, D: int, BM: int) -> Any:
+def _embedding_forms(N: int, V: int, D: int, BM: int, id_dtype: str) -> Any:
     """The three ways users write an embedding lookup, one table dtype each, in one kernel:
     through an index tile, reading the ids tensor directly, and one ``T.copy`` per row."""
 
     @T.prim_func
     def embedding(
         table_f16: T.Tensor((V, D), "float16"),
-        ids: T.Tensor((N,), "int32"),
-        Unused: T.Tensor((N,), "int32"),
+        ids: T.Tensor((N,), id_dtype),
+        Unused: T.Tensor((N,), id_dtype),
         table_f32: T.Tensor((V, D), "float32"),
         table_bf16: T.Tensor((V, D), "bfloat16"),
         out_f32: T.Tensor((N, D), "float32"),
@@ -110,7 +110,7 @@ def _embedding_forms(N: int, V: int, D: int, BM: int) -> Any:
         out_bf16: T.Tensor((N, D), "bfloat16"),
     ):
         with T.Kernel(T.ceildiv(N, BM), threads=128) as bx:
-            ids_shared = T.alloc_shared((BM,), "int32")
+            ids_shared = T.alloc_shared((BM,), id_dtype)
             rows_f32 = T.alloc_shared((BM, D), "float32")
             rows_f16 = T.alloc_fragment((BM, D), "float16")
             rows_bf16 = T.alloc_shared((BM, D), "bfloat16")
@@ -128,18 +128,21 @@ def _embedding_forms(N: int, V: int, D: int, BM: int) -> Any:
     return embedding
 
 
-@pytest.mark.parametrize(("N", "V", "D", "BM"), [(130, 50, 70, 64), (200, 300, 96, 128)])
-def test_embedding_gathers(N: int, V: int, D: int, BM: int) -> None:
+@pytest.mark.parametrize(("N", "V", "D", "BM", "id_dtype"), [(130, 50, 70, 64, "int32"), (200, 300, 96, 128, "int64")])
+def test_embedding_gathers(N: int, V: int, D: int, BM: int, id_dtype: str) -> None:
     """Ids out of order and repeated, a block count that does not divide the ids; fp32, fp16
-    and bf16 tables.  Gathers copy bits, so the result is exact.  Ids outside ``[0, V)`` (the
-    last two) give rows of zeros: the documented out-of-range behaviour."""
-    kernel = tilelang.compile(_embedding_forms(N, V, D, BM), target="tpu", out_idx=[5, 6, 7])
-    ids = torch.randint(0, V, (N,), dtype=torch.int32)
+    and bf16 tables; int32 and int64 ids.  Gathers copy bits, so the result is exact.  Ids
+    outside ``[0, V)`` give rows of zeros, the documented out-of-range behaviour; for int64
+    that includes ids whose low 32 bits are a valid row."""
+    kernel = tilelang.compile(_embedding_forms(N, V, D, BM, id_dtype), target="tpu", out_idx=[5, 6, 7])
+    ids = torch.randint(0, V, (N,), dtype=getattr(torch, id_dtype))
     ids[1] = ids[N - 1] = ids[0]
     ids[N // 2], ids[N // 3] = -1, V
+    if id_dtype == "int64":
+        ids[N // 4], ids[N // 5] = 2**32 + 3, -(2**32) + 5
     table = torch.randn(V, D)
     tables = (table.half(), table, table.bfloat16())
-    out_f32, out_f16, out_bf16 = _run(kernel, tables[0], ids, torch.zeros(N, dtype=torch.int32), tables[1], tables[2])
+    out_f32, out_f16, out_bf16 = _run(kernel, tables[0], ids, torch.zeros_like(ids), tables[1], tables[2])
     valid = (ids >= 0) & (ids < V)
     for out, source in ((out_f32, tables[1]), (out_f16, tables[0]), (out_bf16, tables[2])):
         assert torch.equal(out[valid], source[ids[valid].long()])

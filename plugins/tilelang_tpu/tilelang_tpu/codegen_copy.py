@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tilelang_tpu.codegen_gather import copy_gathered_row, uses_loaded_index
+from tilelang_tpu.codegen_gather import WORD_PAIR_DTYPES, copy_gathered_row, storage_dims, uses_loaded_index
 from tilelang_tpu.codegen_ir import GlobalTensor, Tile, is_const, local_dims, region, squeeze
 from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES, offset4, to4
 
@@ -81,25 +81,30 @@ def copy_regions(
             f"T.copy between {gbuf.name} region {list(gext)} and tile {lbuf.name}{list(tile.shape)} whose TPU layouts differ ({g4} vs {l4})",
             hint="copy between a region and a tile of the same shape (rows on the lanes, columns along W)",
         )
-    shape = em.dim4var(g4)
-    goff = em.dim4var(offset4([em.expr(m) for m in gmin], tile.layout if len(g.shape) == len(tile.shape) else "lanes"), "goff")
+    # 64-bit ids are word pairs: W extents and offsets count 32-bit words (codegen_gather).
+    shape = em.dim4var(storage_dims(g4, g.dtype))
+    goff = em.dim4var(
+        storage_dims(offset4([em.expr(m) for m in gmin], tile.layout if len(g.shape) == len(tile.shape) else "lanes"), g.dtype), "goff"
+    )
     gview = f"{em.global_view(gbuf.data, tile.layout)}.sub_view({shape}, {goff})"
     full_local = em.full_local(tile, lmin, lext)
     if full_local and not partial:
         lview = tile.name
     else:
-        loff = em.dim4var(offset4([em.expr(m) for m in lmin], tile.layout), "loff")
+        loff = em.dim4var(storage_dims(offset4([em.expr(m) for m in lmin], tile.layout), tile.dtype), "loff")
         lview = f"{tile.name}.sub_view({shape}, {loff})"
     if src_global and partial and zero_fill:
         cond = " || ".join(f"{r} < {em.expr(e)}" for r, e in zip(real, gext, strict=True) if not r.lstrip("-").isdigit())
         if full_local:
             target = tile.name
         else:
-            whole = em.dim4var(to4([em.expr(e) for e in lext], tile.layout), "lfull")
+            whole = em.dim4var(storage_dims(to4([em.expr(e) for e in lext], tile.layout), tile.dtype), "lfull")
             target = f"{tile.name}.sub_view({whole}, {loff})"
         # The zero fill runs on the DMA engine (the TIU stays free for compute; also,
         # ppl-compile 1.7 crashes on a tiu fill + partial load of one tile when pipelined).
         em.emit(f"if ({cond}) dma::zero({target});")
+    if g.dtype != tile.dtype and WORD_PAIR_DTYPES.keys() & {g.dtype, tile.dtype}:
+        raise em.fail(f"T.copy converting {g.dtype} <-> {tile.dtype}", hint="copy 64-bit ids into a tile of the same dtype")
     if g.dtype != tile.dtype:
         _copy_cast(em, src_global, g, gview, tile, lview, shape)
     elif src_global:

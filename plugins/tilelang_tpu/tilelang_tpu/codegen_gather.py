@@ -25,10 +25,29 @@ from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES, offset4, to4
 if TYPE_CHECKING:
     from tilelang_tpu.codegen_emit import Emitter
 
-__all__ = ["copy_gathered_row", "emit_global_read", "reads_global", "uses_loaded_index"]
+__all__ = ["WORD_PAIR_DTYPES", "copy_gathered_row", "emit_global_read", "reads_global", "storage_dims", "storage_type", "uses_loaded_index"]
 
 #: Integer dtypes an index tensor may have (reinterpreted as the DMA's uint32 index).
-INDEX_DTYPES = ("int32", "uint32")
+INDEX_DTYPES = ("int32", "uint32", "int64")
+
+#: Dtypes PPL has no tensors of, held as pairs of 32-bit words (little-endian: the low word
+#: first), so the last axis (``W``) of their tensors and tiles is twice as long.  Only
+#: embedding ids are 64-bit: such tensors and tiles are copied and used as gather indices,
+#: and refused by name everywhere else.
+WORD_PAIR_DTYPES = {"int64": "uint32"}
+
+
+def storage_type(dtype: str) -> str:
+    """The PPL element type a tensor or tile of TIR dtype ``dtype`` is held in."""
+    return WORD_PAIR_DTYPES.get(dtype) or DTYPES[dtype]
+
+
+def storage_dims(dims4: list[str], dtype: str) -> list[str]:
+    """4-D extents (or offsets) in elements of :func:`storage_type`: ``W`` doubled for word pairs."""
+    if dtype not in WORD_PAIR_DTYPES:
+        return list(dims4)
+    w = dims4[3]
+    return [*dims4[:3], str(2 * int(w)) if w.lstrip("-").isdigit() else f"2 * ({w})"]
 
 
 def reads_global(em: Emitter, value: Any) -> bool:
@@ -127,7 +146,7 @@ def _row_gather(em: Emitter, load: Any, loop_vars: list[Any], extents: list[int]
         tirx.GE(column, tirx.const(0, column.dtype))
     ):
         raise em.fail(f"row gather of columns [{column}, {column} + {cols}) of {load.buffer.name}, which has {width} columns", loop)
-    index_view, real_rows = _index_view(em, row_index, i, rows, loop)
+    index_view, real_rows = _index_view(em, row_index, i, rows, vocab, loop)
     # Every lane sees the whole table (lane stride 0) as `vocab` rows along H.
     part = em.dim4var(["1", str(vocab), "1", str(cols)], "tpart")
     origin = em.dim4var(["0", "0", "0", em.expr(column)], "tcol")
@@ -143,7 +162,7 @@ def _row_gather(em: Emitter, load: Any, loop_vars: list[Any], extents: list[int]
     em.emit(f"dma::gather_h({target}, {table}, {index_view}, 0);")
 
 
-def _index_view(em: Emitter, row_index: Any, row_var: Any, rows: int, loop: Any) -> tuple[str, str]:
+def _index_view(em: Emitter, row_index: Any, row_var: Any, rows: int, vocab: int, loop: Any) -> tuple[str, str]:
     """(C expression of a ``[1, n, 1, 1]`` uint32 view of the ids ``row_index`` reads per row,
     ``n``): ``n`` is ``rows``, or fewer where the ids tensor ends inside the block."""
     from tvm import tirx
@@ -169,7 +188,8 @@ def _index_view(em: Emitter, row_index: Any, row_var: Any, rows: int, loop: Any)
         if not per_row or tile.shape[0] < rows:
             raise em.fail(f"row index {row_index}", loop, hint="index the ids tile by the row variable: ids[i] (or ids[i, 0])")
         origin = em.dim4var(["0", "0", "0", "0"], "iorigin")
-        return f"{tile.name}.view<uint32>().sub_view({shape}, {origin})", str(rows)
+        ids32 = _narrowed(em, tile.name, tile.block[1], vocab) if tile.dtype in WORD_PAIR_DTYPES else f"{tile.name}.view<uint32>()"
+        return f"{ids32}.sub_view({shape}, {origin})", str(rows)
     g = em.globals_.get(ids.buffer.data)
     if g is None or len(g.shape) != 1:
         raise em.fail(f"row index {row_index} read from {name}", loop, hint="read the ids from a 1-D tensor or a local tile")
@@ -184,7 +204,50 @@ def _index_view(em: Emitter, row_index: Any, row_var: Any, rows: int, loop: Any)
         em.emit(f"int {count} = min({rows}, {g.shape[0]} - ({em.expr(offset)}));")
         shape = em.dim4var(["1", count, "1", "1"], "ishape")
     origin = em.dim4var(["0", em.expr(offset), "0", "0"], "ioffset")
+    if g.dtype in WORD_PAIR_DTYPES:
+        return (
+            f"{_load_narrowed(em, em.global_view(ids.buffer.data, 'lanes'), str(rows), count, origin, vocab)}.sub_view({shape}, {em.dim4var(['0'] * 4, 'iorigin')})",
+            count,
+        )
     return f"{em.global_view(ids.buffer.data, 'lanes')}.view<uint32>().sub_view({shape}, {origin})", count
+
+
+def _narrowed(em: Emitter, pairs: str, lanes: str, vocab: int) -> str:
+    """A ``[1, lanes, 1, 1]`` uint32 tile of the 64-bit ids in ``pairs`` (a ``[1, lanes, 1, 2]``
+    uint32 tile of (low, high) words): the low word where the high word is 0, else ``vocab``
+    (the table's row count).  So a negative id or one of 2^32 and more is out of range (a row
+    of zeros), like any id past the table, instead of aliasing a valid row."""
+    block = em.dim4var(["1", lanes, "1", "1"], "nblock")
+    low, high = em.dim4var(["0", "0", "0", "0"], "nlow"), em.dim4var(["0", "0", "0", "1"], "nhigh")
+    out, zero, past = em.fresh("ids32"), em.fresh("zero"), em.fresh("past")
+    # The TIU reads aligned tiles only: the DMA engine splits the words first.
+    words = []
+    for part, at in (("lo", low), ("hi", high)):
+        name = em.fresh(f"ids_{part}")
+        em.emit(f"auto {name} = make_tensor<uint32>({block}, {block});")
+        em.emit(f"dma::move({name}, {pairs}.sub_view({block}, {at}));")
+        words.append(name)
+    em.emit(f"auto {out} = make_tensor<uint32>({block}, {block});")
+    # An int scalar to compare with: ppl-compile 1.7 rejects unsigned ones in eq_select (an
+    # i32/ui32 mismatch), and a negative int scalar as the replacement came out as 0 (row 0!).
+    # So the replacement is a tile filled with the table's row count, the first id past it.
+    em.emit(f"int {zero} = 0;")
+    em.emit(f"auto {past} = make_tensor<uint32>({block}, {block});")
+    em.emit(f"tiu::fill({past}, {vocab});")
+    em.emit(f"tiu::eq_select({out}, {words[1]}, {zero}, {words[0]}, {past});")
+    return out
+
+
+def _load_narrowed(em: Emitter, ids: str, lanes: str, count: str, origin: str, vocab: int) -> str:
+    """:func:`_narrowed` of ``count`` 64-bit ids of the global tensor ``ids`` (its word-pair
+    view) from ``origin`` on, loaded into a ``[1, lanes, 1, 2]`` tile first."""
+    block = em.dim4var(["1", lanes, "1", "2"], "pblock")
+    real = em.dim4var(["1", count, "1", "2"], "preal")
+    zero = em.dim4var(["0", "0", "0", "0"], "pzero")
+    pairs = em.fresh("id_pairs")
+    em.emit(f"auto {pairs} = make_tensor<uint32>({block}, {block});")
+    em.emit(f"dma::load({pairs}.sub_view({real}, {zero}), {ids}.sub_view({real}, {origin}));")
+    return _narrowed(em, pairs, lanes, vocab)
 
 
 def _strided_load(em: Emitter, load: Any, loop_vars: list[Any], extents: list[int], target: str, loop: Any) -> None:
@@ -291,7 +354,10 @@ def copy_gathered_row(
         if itile.layout != "lanes":
             raise em.fail(f"T.copy indexed by {ids.buffer.name} ({itile.layout} layout)")
         where = em.dim4var(offset4([em.expr(x) for x in ids.indices], itile.layout), "iat")
-        index = f"{itile.name}.view<uint32>().sub_view({one}, {where})"
+        ids32 = _narrowed(em, itile.name, itile.block[1], g.shape[0]) if itile.dtype in WORD_PAIR_DTYPES else f"{itile.name}.view<uint32>()"
+        index = f"{ids32}.sub_view({one}, {where})"
+    elif ids.buffer.data in em.globals_ and em.globals_[ids.buffer.data].dtype in WORD_PAIR_DTYPES:
+        index = _load_narrowed(em, em.global_view(ids.buffer.data, "lanes"), "1", "1", where, g.shape[0])
     elif ids.buffer.data in em.globals_:
         index = f"{em.global_view(ids.buffer.data, 'lanes')}.view<uint32>().sub_view({one}, {where})"
     else:
