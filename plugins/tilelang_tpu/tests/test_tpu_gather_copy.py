@@ -12,6 +12,8 @@ import pytest
 import tilelang
 import tilelang.language as T
 import torch
+from test_tpu_codegen import ppl_of
+from tilelang_tpu import codegen
 
 pytestmark = pytest.mark.usefixtures("toolchain")
 
@@ -193,3 +195,76 @@ def test_layout_changing_copies(M: int, N: int, BM: int, BN: int, dtype: str) ->
     assert torch.equal(at_tile, a.T)
     assert torch.equal(at_global, a.T)
     assert torch.equal(even, a[:, 0::2])
+
+
+# ---------------------------------------------------------------------- refused by name
+
+
+def _scatter(N: int = 64, V: int = 50, D: int = 32) -> Any:
+    @T.prim_func
+    def scatter(rows: T.Tensor((N, D), "float32"), ids: T.Tensor((N,), "int32"), table: T.Tensor((V, D), "float32")):
+        with T.Kernel(N, threads=1) as bx:
+            ids_local = T.alloc_local((1,), "int32")
+            row = T.alloc_shared((1, D), "float32")
+            T.copy(ids[bx : bx + 1], ids_local)
+            T.copy(rows[bx, :], row)
+            T.copy(row, table[ids_local[0], :])
+
+    return scatter
+
+
+def _in_place_transpose(M: int = 64) -> Any:
+    @T.prim_func
+    def in_place(A: T.Tensor((M, M), "float32"), B: T.Tensor((M, M), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            a = T.alloc_shared((M, M), "float32")
+            T.copy(A, a)
+            for i, j in T.Parallel(M, M):
+                a[j, i] = a[i, j]
+            T.copy(a, B)
+
+    return in_place
+
+
+def _int64_arithmetic(N: int = 64) -> Any:
+    @T.prim_func
+    def int64_math(ids: T.Tensor((N,), "int64"), out: T.Tensor((N,), "int64")):
+        with T.Kernel(1, threads=1) as _:
+            t = T.alloc_shared((N,), "int64")
+            T.copy(ids, t)
+            for i in T.Parallel(N):
+                t[i] = t[i] + 1
+            T.copy(t, out)
+
+    return int64_math
+
+
+def _gather_by_computed_index(N: int = 64, V: int = 50, D: int = 32) -> Any:
+    @T.prim_func
+    def computed(table: T.Tensor((V, D), "float32"), ids: T.Tensor((N,), "int32"), out: T.Tensor((N, D), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            ids_shared = T.alloc_shared((N,), "int32")
+            rows = T.alloc_shared((N, D), "float32")
+            T.copy(ids, ids_shared)
+            for i, j in T.Parallel(N, D):
+                rows[i, j] = table[ids_shared[i] + 1, j]
+            T.copy(rows, out)
+
+    return computed
+
+
+@pytest.mark.parametrize(
+    ("factory", "construct"),
+    [
+        (_scatter, "T.copy to table at a data-dependent position (a scatter)"),
+        (_in_place_transpose, "in-place transpose of tile a"),
+        (_int64_arithmetic, "T.Parallel store to int64 tile t"),
+        (_gather_by_computed_index, "row index ids_shared[i] + 1"),
+    ],
+)
+def test_refused_by_name(factory: Any, construct: str) -> None:
+    """What the gather and layout code cannot do is a named TpuCodegenError with a fix."""
+    with pytest.raises(codegen.TpuCodegenError) as info:
+        ppl_of(factory())
+    assert construct in str(info.value)
+    assert "fix: " in str(info.value)
