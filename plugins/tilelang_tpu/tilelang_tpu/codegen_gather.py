@@ -267,6 +267,8 @@ def _strided_load(em: Emitter, load: Any, loop_vars: list[Any], extents: list[in
     for dim, idx in enumerate(load.indices):
         var_pos = [k for k, v in enumerate(loop_vars) if _mentions_any(idx, [v])]
         if not var_pos:
+            if not em.analyzer.can_prove(tirx.LT(idx, tirx.const(g.shape[dim], idx.dtype))):
+                raise em.fail(f"T.Parallel read of {load.buffer.name} at index {idx} of dimension {dim}, which may be outside it", loop)
             origin.append(idx)
             continue
         if len(var_pos) > 1 or used[var_pos[0]]:
@@ -340,7 +342,9 @@ def copy_gathered_row(
             f"T.copy of a gathered {g.dtype} row into {tile.dtype} tile {dst.name}", hint="gather into a tile of the table's dtype"
         )
     column = src_min[1]
-    if not em.analyzer.can_prove(tirx.LE(column + cols, tirx.const(g.shape[1], column.dtype))):
+    if not em.analyzer.can_prove(tirx.LE(column + cols, tirx.const(g.shape[1], column.dtype))) or not em.analyzer.can_prove(
+        tirx.GE(column, tirx.const(0, column.dtype))
+    ):
         raise em.fail(f"T.copy of columns [{column}, {column} + {cols}) of {src.name}, which has {g.shape[1]} columns")
     ids = src_min[0]
     if isinstance(ids, tirx.Cast):
