@@ -186,7 +186,9 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "strided and transposed reads `t[i, j] = A[o0 + s0 * j, o1 + s1 * i]` in `T.Parallel` (a block read transposed, "
         "every other column, any positive steps)",
         "one `dma::load` from a `gtensor` view with those strides; rows or columns past the tensor's edge read zeros "
-        "(`dma::zero` first), as a `T.copy` of an overhanging tile",
+        "(`dma::zero` first), as a `T.copy` of an overhanging tile. The DMA takes at most 128 bytes between elements along "
+        "`W`: a larger step (a transposed read) loads the block with lanes and `W` swapped, then `dma::transpose_cw`; a "
+        "read with both steps larger is refused by name",
         "codegen_gather",
     ),
     Construct(

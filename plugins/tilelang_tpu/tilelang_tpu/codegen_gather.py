@@ -37,6 +37,14 @@ INDEX_DTYPES = ("int32", "uint32", "int64")
 WORD_PAIR_DTYPES = {"int64": "uint32"}
 
 
+#: The largest distance, in bytes, between consecutive elements along ``W`` that a DMA takes
+#: from global memory (``MAX_WSTRIDE_BYTE_LEN`` of PPL's DMA checker; the BM1684X emulator
+#: asserts on more).
+MAX_W_STRIDE_BYTES = 128
+
+_ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "uint32": 4, "int16": 2, "uint16": 2, "int8": 1, "uint8": 1}
+
+
 def storage_type(dtype: str) -> str:
     """The PPL element type a tensor or tile of TIR dtype ``dtype`` is held in."""
     return WORD_PAIR_DTYPES.get(dtype) or DTYPES[dtype]
@@ -305,13 +313,33 @@ def _strided_load(em: Emitter, load: Any, loop_vars: list[Any], extents: list[in
     # The origin as a 1-element sub-view of the tensor in its own layout, re-viewed with the strides.
     one = em.dim4var(to4(["1"] * len(g.shape)), "sone")
     start = em.dim4var(offset4([em.expr(o) for o in origin]), "sstart")
-    source = f"{em.global_view(load.buffer.data, 'lanes')}.sub_view({one}, {start}).view({shape}, {stride})"
+    base = f"{em.global_view(load.buffer.data, 'lanes')}.sub_view({one}, {start})"
     if guards:
         em.emit(f"if ({' || '.join(guards)}) dma::zero({target});")
-        zero = em.dim4var(["0", "0", "0", "0"], "szero")
-        em.emit(f"dma::load({target}.sub_view({shape}, {zero}), {source});")
-    else:
-        em.emit(f"dma::load({target}, {source});")
+    zero = em.dim4var(["0", "0", "0", "0"], "szero")
+    destination = f"{target}.sub_view({shape}, {zero})" if guards else target
+    elem = _ELEMENT_BYTES[g.dtype]
+    if strides[-1] * elem <= MAX_W_STRIDE_BYTES:
+        em.emit(f"dma::load({destination}, {base}.view({shape}, {stride}));")
+        return
+    # A W stride the DMA engine cannot take (a block read transposed, say): read the block
+    # with the lanes and W swapped, whose W stride is then the small one, and swap them back
+    # with a local transpose.
+    if len(extents) != 2 or strides[0] * elem > MAX_W_STRIDE_BYTES:
+        raise em.fail(
+            f"T.Parallel read of {load.buffer.name} whose innermost step is {strides[-1] * elem} bytes in global memory",
+            loop,
+            hint=f"the DMA engine takes at most {MAX_W_STRIDE_BYTES} bytes between consecutive elements of a row: "
+            "read a 2-D block whose row or column is contiguous, or T.copy the block and rearrange it in local memory",
+        )
+    swapped_real = [real[1], real[0]]
+    swapped_shape = em.dim4var(to4(swapped_real), "swshape")
+    swapped_stride = em.dim4var(to4([str(strides[1]), str(strides[0])]), "swstride")
+    block = em.dim4var(to4([str(extents[1]), str(extents[0])]), "swblock")
+    scratch = em.fresh("swapped")
+    em.emit(f"auto {scratch} = make_tensor<{storage_type(g.dtype)}>({block}, {block});")
+    em.emit(f"dma::load({scratch}.sub_view({swapped_shape}, {zero}), {base}.view({swapped_shape}, {swapped_stride}));")
+    em.emit(f"dma::transpose_cw({destination}, {scratch}.sub_view({swapped_shape}, {zero}));")
 
 
 def copy_gathered_row(
