@@ -151,6 +151,33 @@ def test_embedding_gathers(N: int, V: int, D: int, BM: int, id_dtype: str) -> No
         assert torch.equal(out[~valid], torch.zeros_like(out[~valid]))
 
 
+def _embedding_batched(B: int, S: int, V: int, D: int, BS: int, id_dtype: str, dtype: str) -> Any:
+    """Ids of shape (batch, seq) read directly: ``table[ids[b, s0 + i], j]``."""
+
+    @T.prim_func
+    def embedding_batched(ids: T.Tensor((B, S), id_dtype), table: T.Tensor((V, D), dtype), out: T.Tensor((B, S, D), dtype)):
+        with T.Kernel(T.ceildiv(S, BS), B, threads=128) as (bx, by):
+            rows = T.alloc_fragment((BS, D), dtype)
+            for i, j in T.Parallel(BS, D):
+                rows[i, j] = table[ids[by, bx * BS + i], j]
+            T.copy(rows, out[by, bx * BS, 0])
+
+    return embedding_batched
+
+
+def test_embedding_batched_ids() -> None:
+    """(batch, seq) ids with a 63-row block over a sequence it does not divide; bf16 table; exact."""
+    B, S, V, D, BS = 3, 100, 70, 48, 63
+    kernel = tilelang.compile(_embedding_batched(B, S, V, D, BS, "int32", "bfloat16"), target="tpu", out_idx=[2])
+    ids = torch.randint(0, V, (B, S), dtype=torch.int32)
+    ids[1, 0] = V + 7
+    table = torch.randn(V, D).bfloat16()
+    out = _run(kernel, ids, table)
+    valid = ids < V
+    assert torch.equal(out[valid], table[ids[valid].long()])
+    assert torch.equal(out[~valid], torch.zeros_like(out[~valid]))
+
+
 # ---------------------------------------------------------------------- layout-changing copies
 
 

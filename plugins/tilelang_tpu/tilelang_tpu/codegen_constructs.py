@@ -167,7 +167,7 @@ CONSTRUCTS: tuple[Construct, ...] = (
     ),
     Construct(
         "embedding lookups `out[i, j] = table[ids[i], j]` in `T.Parallel`: `ids` an int32 or int64 index tile (`T.copy` "
-        "of the ids block), or the ids tensor read directly as `ids[offset + i]`; fp32/fp16/bf16 tables (a cast to the "
+        "of the ids block), or the ids tensor read directly as `ids[offset + i]` or `ids[b, offset + i]`; fp32/fp16/bf16 tables (a cast to the "
         "tile's dtype is allowed); ids out of order, repeated, a block that overhangs the ids",
         "one `dma::gather_h`: the table seen as a `[1, rows, V, D]` view with lane stride 0, one `uint32` index per lane "
         "(int32 ids through `view<uint32>()`: a negative id is a huge one). Ids outside `[0, V)` give rows of zeros (torch "

@@ -199,25 +199,37 @@ def _index_view(em: Emitter, row_index: Any, row_var: Any, rows: int, vocab: int
         ids32 = _narrowed(em, tile.name, tile.block[1], vocab) if tile.dtype in WORD_PAIR_DTYPES else f"{tile.name}.view<uint32>()"
         return f"{ids32}.sub_view({shape}, {origin})", str(rows)
     g = em.globals_.get(ids.buffer.data)
-    if g is None or len(g.shape) != 1:
-        raise em.fail(f"row index {row_index} read from {name}", loop, hint="read the ids from a 1-D tensor or a local tile")
-    offset = em.analyzer.simplify(ids.indices[0] - row_var)
-    if _mentions_any(offset, [row_var]) or uses_loaded_index([offset]):
-        raise em.fail(f"row index {row_index}", loop, hint="read the ids as ids[offset + i]")
+    if g is None:
+        raise em.fail(f"row index {row_index} read from {name}", loop, hint="read the ids from a tensor or a local tile")
+    # ids[b, ..., offset + i]: consecutive ids along the last axis, the other indices fixed.
+    *outer, last = list(ids.indices)
+    offset = em.analyzer.simplify(last - row_var)
+    if _mentions_any(offset, [row_var]) or uses_loaded_index([offset, *outer]) or any(_mentions_any(x, [row_var]) for x in outer):
+        raise em.fail(f"row index {row_index}", loop, hint="read the ids as ids[offset + i] (or ids[b, offset + i])")
+    for dim, index in enumerate(outer):
+        if not em.analyzer.can_prove(tirx.LT(index, tirx.const(g.shape[dim], index.dtype))):
+            raise em.fail(f"row gather reading ids {name} at index {index} of dimension {dim}, which may be outside it", loop)
+    length = g.shape[-1]
     count = str(rows)
-    if not em.analyzer.can_prove(tirx.LE(offset + rows, tirx.const(g.shape[0], offset.dtype))):
-        if not em.analyzer.can_prove(tirx.LT(offset, tirx.const(g.shape[0], offset.dtype))):
-            raise em.fail(f"row gather whose ids {name}[{offset} + i] may start past the end of {name}", loop)
+    if not em.analyzer.can_prove(tirx.LE(offset + rows, tirx.const(length, offset.dtype))):
+        if not em.analyzer.can_prove(tirx.LT(offset, tirx.const(length, offset.dtype))):
+            raise em.fail(f"row gather whose ids {name}[..., {offset} + i] may start past the end of {name}", loop)
         count = em.fresh("n")
-        em.emit(f"int {count} = min({rows}, {g.shape[0]} - ({em.expr(offset)}));")
+        em.emit(f"int {count} = min({rows}, {length} - ({em.expr(offset)}));")
         shape = em.dim4var(["1", count, "1", "1"], "ishape")
-    origin = em.dim4var(["0", em.expr(offset), "0", "0"], "ioffset")
+    # The ids tensor seen flat, one id per lane: [1, size, 1, 1] (word pairs: [1, size, 1, 2]).
+    size, flat_offset = 1, offset
+    for dim in range(len(g.shape) - 1, -1, -1):
+        if dim < len(outer):
+            flat_offset = flat_offset + outer[dim] * size
+        size *= g.shape[dim]
+    flat = em.dim4var(storage_dims(["1", str(size), "1", "1"], g.dtype), "iflat")
+    origin = em.dim4var(["0", em.expr(em.analyzer.simplify(flat_offset)), "0", "0"], "ioffset")
+    ids_flat = f"{em.global_view(ids.buffer.data, 'lanes')}.view({flat})"
     if g.dtype in WORD_PAIR_DTYPES:
-        return (
-            f"{_load_narrowed(em, em.global_view(ids.buffer.data, 'lanes'), str(rows), count, origin, vocab)}.sub_view({shape}, {em.dim4var(['0'] * 4, 'iorigin')})",
-            count,
-        )
-    return f"{em.global_view(ids.buffer.data, 'lanes')}.view<uint32>().sub_view({shape}, {origin})", count
+        pairs = _load_narrowed(em, ids_flat, str(rows), count, origin, vocab)
+        return f"{pairs}.sub_view({shape}, {em.dim4var(['0'] * 4, 'iorigin')})", count
+    return f"{ids_flat}.view<uint32>().sub_view({shape}, {origin})", count
 
 
 def _narrowed(em: Emitter, pairs: str, lanes: str, vocab: int) -> str:
