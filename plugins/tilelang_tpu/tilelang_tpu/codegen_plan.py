@@ -35,14 +35,14 @@ def plan_kernel(body: Any) -> KernelPlan:
     plan = KernelPlan(pipelined_grid=None if _has_tile_op(body, "tl.tileop.cumsum") else pipelinable_grid_loop(body))
     _find_reduce_staging(plan, body)
     _collect_uses(plan, body)
-    for stmt, staged in list(plan.skipped):
-        source = plan.aliases[staged]
-        if plan.layouts.get(source, "lanes") != "lanes":
-            # The staging copy of an fp32 T.gemm tile changes its layout: keep it, reduce the copy.
-            plan.skipped.remove((stmt, staged))
-            del plan.aliases[staged]
-            plan.reduce_sources.discard(source)
-            plan.reduce_sources.add(staged)
+    kept = [(stmt, staged) for stmt, staged in plan.skipped if plan.layouts.get(plan.aliases[staged], "lanes") != "lanes"]
+    for stmt, staged in kept:
+        # The staging copy of an fp32 T.gemm tile changes its layout: keep it, reduce the copy.
+        plan.skipped.remove((stmt, staged))
+        del plan.aliases[staged]
+    if kept:
+        plan.reduce_sources.clear()
+        _collect_uses(plan, body)
     return plan
 
 
