@@ -125,6 +125,26 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "removed: the reduction reads the original tile",
         "codegen_copy",
     ),
+    Construct(
+        "`T.copy` between an fp32 `T.gemm` tile and an ordinary 2-D tile of the same shape and dtype",
+        "`dma::transpose_nc` (the `rows_n` layout's rows are on N, an ordinary tile's on the lanes). A `T.reduce_*` of "
+        "such a copy reduces the copy",
+        "codegen_copy",
+    ),
+    Construct(
+        "`T.copy(table[ids[k], :], tile[k, :])` or `T.copy(table[ids_local[0], :], row)`: one row of a 2-D table at a "
+        "position read from an int32/int64 tile or tensor (per-row embedding lookups in a serial loop)",
+        "`dma::gather_h` of one lane: the index is a one-element `view<uint32>()` of the ids, the table a `[1, 1, V, D]` view. "
+        "Ids outside `[0, V)` give a row of zeros",
+        "codegen_gather",
+    ),
+    Construct(
+        "`T.copy` to a data-dependent position (a scatter); strided slices `A[a:b, 0:N:2]` "
+        '(tilelang itself refuses them: "Buffer slicing with step is not supported")',
+        "refused by name: store whole blocks; read strided data in a `T.Parallel` (`t[i, j] = A[r + i, 2 * j]`, below)",
+        "codegen_gather",
+        REFUSED,
+    ),
     Construct("`T.copy` global → global", "refused: stage the data through a `T.alloc_shared` tile", "codegen_copy", REFUSED),
     # ------------------------------------------------------------------ fill
     Construct("`T.fill(tile, v)`, `T.clear(tile)`", "`tiu::fill(tile, v)`", "codegen_fill", tile_op="tl.tileop.fill", handler="emit_fill"),
@@ -183,7 +203,38 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "codegen_elementwise",
     ),
     Construct(
-        "reads of global tensors inside `T.Parallel`; `if_then_else` on data values; `&&`/`||` conditions",
+        "embedding lookups `out[i, j] = table[ids[i], j]` in `T.Parallel`: `ids` an int32 or int64 index tile (`T.copy` "
+        "of the ids block), or the ids tensor read directly as `ids[offset + i]` or `ids[b, offset + i]`; fp32/fp16/bf16 tables (a cast to the "
+        "tile's dtype is allowed); ids out of order, repeated, a block that overhangs the ids",
+        "one `dma::gather_h`: the table seen as a `[1, rows, V, D]` view with lane stride 0, one `uint32` index per lane "
+        "(int32 ids through `view<uint32>()`: a negative id is a huge one). Ids outside `[0, V)` give rows of zeros (torch "
+        "raises; CUDA reads out of bounds); rows past the end of the ids tensor read zeros. int64 ids (PPL has no 64-bit "
+        "tensors) are held as pairs of `uint32` words (`W` doubled); the DMA engine splits them and `tiu::eq_select` "
+        "keeps the low word where the high word is 0, else `V` (so a negative or ≥ 2³² id is out of range too)",
+        "codegen_gather",
+    ),
+    Construct(
+        "int64 tensors and tiles used other than as embedding ids (arithmetic, fills, tile copies)",
+        "refused by name: int64 data is copied from global memory and indexes row gathers only; use int32",
+        "codegen_gather",
+        REFUSED,
+    ),
+    Construct(
+        "strided and transposed reads `t[i, j] = A[o0 + s0 * j, o1 + s1 * i]` in `T.Parallel` (a block read transposed, "
+        "every other column, any positive steps)",
+        "one `dma::load` from a `gtensor` view with those strides; rows or columns past the tensor's edge read zeros "
+        "(`dma::zero` first), as a `T.copy` of an overhanging tile. The DMA takes at most 128 bytes between elements along "
+        "`W`: a larger step (a transposed read) loads the block with lanes and `W` swapped, then `dma::transpose_cw`; a "
+        "read with both steps larger is refused by name",
+        "codegen_gather",
+    ),
+    Construct(
+        "`t[j, i] = a[i, j]` in `T.Parallel(I, J)` (a tile transposed into another tile of the same dtype)",
+        "one local `dma::transpose_cw`. In place, or of an fp32 `T.gemm` tile, refused by name",
+        "codegen_copy",
+    ),
+    Construct(
+        "reads of global tensors combined with other operations inside `T.Parallel`; `if_then_else` on data values; `&&`/`||` conditions",
         "refused: `T.copy` the data to a tile first; compare indices only",
         "codegen_elementwise",
         REFUSED,
@@ -249,10 +300,10 @@ CONSTRUCTS: tuple[Construct, ...] = (
         REFUSED,
     ),
     Construct(
-        "fp32 `T.gemm` with a transpose",
-        "refused: the fp32 unit's operands keep whole rows in one lane; store the operands untransposed or use fp16/bf16 inputs",
+        "fp32 `T.gemm` with `transpose_A`, `transpose_B` or both",
+        "the transposed operand keeps the lanes layout; before `tiu::fmm` it is moved into a `rows_n` scratch tile of its "
+        "transpose by `dma::transpose_cw` (lanes ↔ W) and `dma::transpose_nc` (lanes → N)",
         "codegen_gemm",
-        REFUSED,
     ),
     # ------------------------------------------------------------------ atomic add
     Construct(

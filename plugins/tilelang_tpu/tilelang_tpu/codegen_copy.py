@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tilelang_tpu.codegen_gather import WORD_PAIR_DTYPES, copy_gathered_row, storage_dims, uses_loaded_index
 from tilelang_tpu.codegen_ir import GlobalTensor, Tile, is_const, local_dims, region, squeeze
 from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES, offset4, to4
 from tilelang_tpu.codegen_slices import permuted_slice
@@ -12,7 +13,7 @@ from tilelang_tpu.codegen_slices import permuted_slice
 if TYPE_CHECKING:
     from tilelang_tpu.codegen_emit import Emitter
 
-__all__ = ["copy_local", "copy_regions", "emit_copy"]
+__all__ = ["copy_local", "copy_regions", "emit_copy", "emit_tile_transpose"]
 
 
 def emit_copy(em: Emitter, call: Any) -> None:
@@ -30,6 +31,14 @@ def copy_regions(
     dst_global = dst.data in em.globals_
     if src_global and dst_global:
         raise em.fail("T.copy from global to global memory", hint="stage the data through a T.alloc_shared tile")
+    if src_global and not dst_global and uses_loaded_index(list(src_min)):
+        copy_gathered_row(em, src, src_min, src_ext, dst, dst_min, dst_ext)
+        return
+    if dst_global and uses_loaded_index(list(dst_min)):
+        raise em.fail(
+            f"T.copy to {dst.name} at a data-dependent position (a scatter)",
+            hint="the tpu target gathers rows by id but does not scatter them; store whole blocks",
+        )
     if not src_global and not dst_global:
         copy_local(em, src, src_min, src_ext, dst, dst_min, dst_ext)
         return
@@ -75,10 +84,15 @@ def copy_regions(
     l4 = to4(lreal, tile.layout)
     if g4 != l4 and tile.layout == "lanes" and len(g.dims) >= 3 and len(g.dims) > len(tile.shape):
         # A slice of a 3-D/4-D tensor along other axes than the tile's (Q[b, h, s0:s0 + 64, :], bhsd).
+        if g.dtype in WORD_PAIR_DTYPES:
+            raise em.fail(f"T.copy of {g.dtype} ids sliced across the axes of the {len(g.dims)}-D tensor {gbuf.name}", hint="keep the ids in a 1-D or 2-D tensor, or pass them as int32")
         gview, shape, g4 = permuted_slice(em, em.global_view(gbuf.data, "lanes"), g, gmin, gext, real, tile, lext)
     else:
-        shape = em.dim4var(g4)
-        goff = em.dim4var(offset4([em.expr(m) for m in gmin], tile.layout if len(g.dims) == len(tile.shape) else "lanes"), "goff")
+        # 64-bit ids are word pairs: W extents and offsets count 32-bit words (codegen_gather).
+        shape = em.dim4var(storage_dims(g4, g.dtype))
+        goff = em.dim4var(
+            storage_dims(offset4([em.expr(m) for m in gmin], tile.layout if len(g.dims) == len(tile.shape) else "lanes"), g.dtype), "goff"
+        )
         gview = f"{em.global_view(gbuf.data, tile.layout)}.sub_view({shape}, {goff})"
     if g4 != l4:
         raise em.fail(
@@ -89,18 +103,20 @@ def copy_regions(
     if full_local and not partial:
         lview = tile.name
     else:
-        loff = em.dim4var(offset4([em.expr(m) for m in lmin], tile.layout), "loff")
+        loff = em.dim4var(storage_dims(offset4([em.expr(m) for m in lmin], tile.layout), tile.dtype), "loff")
         lview = f"{tile.name}.sub_view({shape}, {loff})"
     if src_global and partial and zero_fill:
         cond = " || ".join(f"{r} < {em.expr(e)}" for r, e in zip(real, gext, strict=True) if not r.lstrip("-").isdigit())
         if full_local:
             target = tile.name
         else:
-            whole = em.dim4var(to4([em.expr(e) for e in lext], tile.layout), "lfull")
+            whole = em.dim4var(storage_dims(to4([em.expr(e) for e in lext], tile.layout), tile.dtype), "lfull")
             target = f"{tile.name}.sub_view({whole}, {loff})"
         # The zero fill runs on the DMA engine (the TIU stays free for compute; also,
         # ppl-compile 1.7 crashes on a tiu fill + partial load of one tile when pipelined).
         em.emit(f"if ({cond}) dma::zero({target});")
+    if g.dtype != tile.dtype and WORD_PAIR_DTYPES.keys() & {g.dtype, tile.dtype}:
+        raise em.fail(f"T.copy converting {g.dtype} <-> {tile.dtype}", hint="copy 64-bit ids into a tile of the same dtype")
     if guards:
         # A region wholly past a symbolic dimension's end: nothing to move (see codegen_dynamic).
         em.emit(f"if ({' && '.join(f'{n} > 0' for n in guards)}) {{")
@@ -135,10 +151,15 @@ def copy_local(em: Emitter, src: Any, src_min: list[Any], src_ext: list[Any], ds
         raise em.fail(f"T.copy between tiles of different extents ({list(src_ext)} vs {list(dst_ext)})")
     st, sview, s4 = em.region_view(src, src_min, src_ext)
     dt, dview, d4 = em.region_view(dst, dst_min, dst_ext)
+    if {st.layout, dt.layout} == {"lanes", "rows_n"} and s4 == [d4[1], d4[0], d4[2], d4[3]] and st.dtype == dt.dtype:
+        # An fp32 T.gemm tile ([rows, 1, 1, cols], a whole row per lane) to or from an ordinary
+        # one ([1, rows, 1, cols]): the DMA engine swaps N and the lanes.
+        em.emit(f"dma::transpose_nc({dview}, {sview});")
+        return
     if s4 != d4 or st.layout != dt.layout:
         raise em.fail(
             f"T.copy between tiles whose TPU layouts differ ({src.name}: {st.layout} {s4} vs {dst.name}: {dt.layout} {d4})",
-            hint="copy between tiles of the same rank; fp32 T.gemm operands keep whole rows in one lane and cannot be copied to row-on-lane tiles",
+            hint="copy between tiles of the same rank; an fp32 T.gemm tile copies to or from a 2-D tile of the same shape and dtype",
         )
     if st.dtype == dt.dtype:
         em.emit(f"tiu::move({dview}, {sview});")
@@ -146,3 +167,42 @@ def copy_local(em: Emitter, src: Any, src_min: list[Any], src_ext: list[Any], ds
         em.emit(f"tiu::cast({dview}, {sview});")
     else:
         raise em.fail(f"T.copy converting {st.dtype} -> {dt.dtype}", hint="casts between fp32, fp16 and bf16 are supported")
+
+
+def emit_tile_transpose(em: Emitter, store: Any, loop_vars: list[Any], extents: list[int]) -> bool:
+    """``b[j, i] = a[i, j]`` in a ``T.Parallel(I, J)`` over local 2-D tiles of one dtype:
+    ``dma::transpose_cw`` (lanes and W swapped by the DMA engine, local to local).
+    Returns False, emitting nothing, for any other statement."""
+    from tvm import tirx
+
+    value = store.value
+    if not (isinstance(value, tirx.BufferLoad) and value.buffer.data in em.tiles and store.buffer.data in em.tiles):
+        return False
+    dst_index, src_index = list(store.indices), list(value.indices)
+    if len(loop_vars) != 2 or len(dst_index) != 2 or len(src_index) != 2:
+        return False
+    if not all(isinstance(x, tirx.Var) for x in (*dst_index, *src_index)):
+        return False
+    if not (dst_index[0].same_as(src_index[1]) and dst_index[1].same_as(src_index[0]) and not dst_index[0].same_as(dst_index[1])):
+        return False
+    if not all(any(x.same_as(v) for v in loop_vars) for x in dst_index):
+        return False
+    dt, st = em.tiles[store.buffer.data], em.tiles[value.buffer.data]
+    if dt is st:
+        raise em.fail(f"in-place transpose of tile {store.buffer.name}", hint="transpose into another tile")
+    if dt.layout != "lanes" or st.layout != "lanes":
+        raise em.fail(
+            f"transpose {store.buffer.name}[{dst_index[0]}, {dst_index[1]}] = {value.buffer.name}[...] of an fp32 T.gemm operand",
+            hint="transpose a tile that is not a T.gemm operand, or use T.gemm's transpose_A/transpose_B",
+        )
+    if dt.dtype != st.dtype:
+        raise em.fail(f"transpose from {st.dtype} to {dt.dtype}", hint="transpose within one dtype, then cast")
+    extent = {v.name: e for v, e in zip(loop_vars, extents, strict=True)}
+    rows, cols = extent[src_index[0].name], extent[src_index[1].name]
+    if rows > st.shape[0] or cols > st.shape[1] or cols > dt.shape[0] or rows > dt.shape[1]:
+        raise em.fail(f"transpose of a [{rows}, {cols}] domain outside tile {value.buffer.name} or {store.buffer.name}")
+    zero = [tirx.const(0, "int32")] * 2
+    _, src_view, _ = em.region_view(value.buffer, zero, [tirx.const(rows, "int32"), tirx.const(cols, "int32")])
+    _, dst_view, _ = em.region_view(store.buffer, zero, [tirx.const(cols, "int32"), tirx.const(rows, "int32")])
+    em.emit(f"dma::transpose_cw({dst_view}, {src_view});")
+    return True

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tilelang_tpu.codegen_copy import emit_tile_transpose
+from tilelang_tpu.codegen_gather import WORD_PAIR_DTYPES, emit_global_read, reads_global
 from tilelang_tpu.codegen_ir import CodegenError, Operand, Tile, as_float, is_const, is_zero, op_name, same_index, same_var
 from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES, broadcast_strides, offset4, to4
 
@@ -79,6 +81,14 @@ def elementwise(em: Emitter, store: Any, loop_vars: list[Any], extents: list[int
     tile = em.tiles.get(store.buffer.data)
     if tile is None and store.buffer.data in em.globals_:
         _global_store(em, store, loop_vars, extents, loop)
+        return
+    if tile is not None and tile.dtype in WORD_PAIR_DTYPES:
+        raise em.fail(f"T.Parallel store to {tile.dtype} tile {store.buffer.name}", loop, hint="compute integers in int32 tiles")
+    if tile is not None and emit_tile_transpose(em, store, loop_vars, extents):
+        return
+    if tile is not None and reads_global(em, store.value):
+        # A gather or strided load from global memory (codegen_gather).
+        emit_global_read(em, store, tile, loop_vars, extents, loop)
         return
     if tile is None:
         raise em.fail(

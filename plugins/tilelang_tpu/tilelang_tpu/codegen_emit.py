@@ -16,6 +16,7 @@ from typing import Any
 
 from tilelang_tpu.codegen_constructs import supported_tile_ops_hint, tile_op_handlers
 from tilelang_tpu.codegen_dynamic import check_shape_vars
+from tilelang_tpu.codegen_gather import WORD_PAIR_DTYPES, storage_dims, storage_type
 from tilelang_tpu.codegen_ir import (
     LOCAL_SCOPES,
     CodegenError,
@@ -138,12 +139,12 @@ class Emitter:
                 continue
             buf = slot.buffer
             dtype = str(buf.dtype)
-            if dtype not in DTYPES:
+            if dtype not in DTYPES and dtype not in WORD_PAIR_DTYPES:
                 raise self.fail(
                     f"tensor {buf.name} has dtype {dtype}, which PPL does not support", self.func, f"use one of {', '.join(DTYPES)}"
                 )
             self.ids.reserve(slot.name)
-            out.append((DTYPES[dtype] + " *", slot.name))
+            out.append((storage_type(dtype) + " *", slot.name))
             if not slot.used:
                 continue
             dims = tuple(int(d) if isinstance(d, tirx.IntImm) else d for d in buf.shape)
@@ -167,8 +168,9 @@ class Emitter:
                 if (var, layout) not in wanted:
                     continue
                 name = g.name if layout == "lanes" else self.fresh(f"{g.name}_{layout}")
-                shape = self.dim4var(to4([self.expr(g.extent(i)) for i in range(len(g.dims))], layout), name + "_shape")
-                self.emit(f"auto {name} = gtensor<{DTYPES[g.dtype]}>({shape}, GLOBAL, {self.ids.of_var[var]});")
+                extents = [self.expr(g.extent(i)) for i in range(len(g.dims))]
+                shape = self.dim4var(storage_dims(to4(extents, layout), g.dtype), name + "_shape")
+                self.emit(f"auto {name} = gtensor<{storage_type(g.dtype)}>({shape}, GLOBAL, {self.ids.of_var[var]});")
                 self.global_views[(var, layout)] = name
 
     def run(self) -> None:
@@ -281,7 +283,7 @@ class Emitter:
             return
         if scope not in LOCAL_SCOPES:
             raise self.fail(f"buffer scope {scope!r} of {buf.name}", hint=f"supported: {', '.join(LOCAL_SCOPES)} and local.var")
-        if dtype not in DTYPES:
+        if dtype not in DTYPES and dtype not in WORD_PAIR_DTYPES:
             raise self.fail(f"tile {buf.name} has dtype {dtype}, which PPL does not support", hint=f"use one of {', '.join(DTYPES)}")
         if not all(isinstance(s, tirx.IntImm) for s in buf.shape):
             raise self.fail(
@@ -300,18 +302,18 @@ class Emitter:
             )
         if layout == "rows_n" and len(shape) != 2:
             raise self.fail(f"T.gemm operand {buf.name} of rank {len(shape)}", hint="T.gemm takes 2-D tiles")
-        block = to4([str(s) for s in shape], layout)
+        block = storage_dims(to4([str(s) for s in shape], layout), dtype)
         if buf.data in self.plan.reduce_sources:
             # The row reduction pads each row's tail in place (see quick_pooling).
             block[3] = str(-(-int(block[3]) // REDUCE_ALIGN) * REDUCE_ALIGN)
         name = self.fresh(str(buf.name))
-        shape4 = to4([str(s) for s in shape], layout)
+        shape4 = storage_dims(to4([str(s) for s in shape], layout), dtype)
         bvar = self.dim4var(block, name + "_block")
         if block == shape4:
-            self.emit(f"auto {name} = make_tensor<{DTYPES[dtype]}>({bvar}, {bvar});")
+            self.emit(f"auto {name} = make_tensor<{storage_type(dtype)}>({bvar}, {bvar});")
         else:
             rvar = self.dim4var(shape4, name + "_shape")
-            self.emit(f"auto {name} = make_tensor<{DTYPES[dtype]}>({bvar}, {rvar});")
+            self.emit(f"auto {name} = make_tensor<{storage_type(dtype)}>({bvar}, {rvar});")
         self.tiles[buf.data] = Tile(name, dtype, shape, block, layout)
 
     def for_(self, loop: Any) -> None:
@@ -405,6 +407,11 @@ class Emitter:
         tile = self.tiles.get(buf.data)
         if tile is None:
             raise self.fail(f"{buf.name} is not a local tile (scope {buf.scope()})")
+        if tile.dtype in WORD_PAIR_DTYPES:
+            raise self.fail(
+                f"{tile.dtype} tile {buf.name} used other than as gather ids",
+                hint=f"{tile.dtype} tiles are copied from global memory and index row gathers only; use int32 for other integer work",
+            )
         ext = [self.expr(e) for e in extents]
         if (
             all(is_zero(m) for m in mins)

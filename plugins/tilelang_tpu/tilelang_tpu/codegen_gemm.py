@@ -1,11 +1,11 @@
 """T.gemm: ``tiu::fmm2_nn/nt`` (fp16/bf16; ``transpose_A`` through a TIU transpose of A) and
-``tiu::fmm`` (fp32, mm v1)."""
+``tiu::fmm`` (fp32, mm v1; transposed operands through DMA transposes into its layout)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tilelang_tpu.codegen_ir import region
+from tilelang_tpu.codegen_ir import Tile, region
 from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES
 from tilelang_tpu.codegen_reduce import emit_lane_transpose
 
@@ -48,13 +48,13 @@ def emit_gemm(em: Emitter, call: Any) -> None:
     accumulate = "false" if clear else "true"
     if at.dtype == "float32":
         # fp32 runs on the mm v1 unit (tiu::fmm); its operands use the rows_n layout
-        # (rows on N, a whole row in one lane), chosen for these tiles up front.
-        if trans_a or trans_b:
-            raise em.fail(
-                f"fp32 T.gemm with transpose_A={trans_a}, transpose_B={trans_b}",
-                hint="fp32 matmul supports untransposed operands; store the operands untransposed or use fp16/bf16 inputs",
-            )
-        em.emit(f"tiu::fmm({ct.name}, {at.name}, {bt.name}, {accumulate});")
+        # (rows on N, a whole row in one lane), chosen for these tiles up front.  A
+        # transposed operand is first transposed into a rows_n scratch tile.
+        if ct.layout != "rows_n":
+            raise em.fail(f"fp32 T.gemm into {ct.name}, which is not in the fp32 matmul layout")
+        a_name = _rows_n_transposed(em, at) if trans_a else at.name
+        b_name = _rows_n_transposed(em, bt) if trans_b else bt.name
+        em.emit(f"tiu::fmm({ct.name}, {a_name}, {b_name}, {accumulate});")
         return
     a_name = at.name
     if trans_a:
@@ -64,3 +64,34 @@ def emit_gemm(em: Emitter, call: Any) -> None:
         a_name = emit_lane_transpose(em, at.name, DTYPES[at.dtype], int(k), int(m), shape, shape)
     form = "nt" if trans_b else "nn"
     em.emit(f"tiu::fmm2_{form}({ct.name}, {a_name}, {bt.name}, {accumulate});")
+
+
+def _rows_n_transposed(em: Emitter, tile: Tile) -> str:
+    """A scratch tile holding ``tile`` (TileLang shape ``[r, c]``) transposed, in the rows_n
+    layout of ``tiu::fmm`` (``[c, 1, 1, r]``); returns its name.
+
+    ``tiu::fmm`` keeps a whole row in one lane, so a transpose moves data across lanes:
+    ``dma::transpose_cw`` swaps the lanes (C) and W of a lanes-layout tile, then
+    ``dma::transpose_nc`` moves the lanes onto N.  A rows_n tile is first moved back onto
+    the lanes with one more ``transpose_nc``.  (DMA, not PPL's ``fmm2_tt``/mm2 forms, which
+    fp32 operands crash on the emulator.)
+    """
+    rows, cols = (str(d) for d in tile.shape)
+    source = tile.name
+    if tile.layout == "rows_n":
+        lanes = em.dim4var(["1", rows, "1", cols], "tlanes")
+        back = em.fresh(f"{tile.name}_lanes")
+        em.emit(f"auto {back} = make_tensor<{DTYPES[tile.dtype]}>({lanes}, {lanes});")
+        em.emit(f"dma::transpose_nc({back}, {source});")
+        source = back
+    elif tile.layout != "lanes":
+        raise em.fail(f"fp32 T.gemm transposing tile {tile.name} in the {tile.layout} layout")
+    swapped = em.dim4var(["1", cols, "1", rows], "tswap")
+    across = em.fresh(f"{tile.name}_t")
+    em.emit(f"auto {across} = make_tensor<{DTYPES[tile.dtype]}>({swapped}, {swapped});")
+    em.emit(f"dma::transpose_cw({across}, {source});")
+    operand = em.dim4var([cols, "1", "1", rows], "tmm")
+    out = em.fresh(f"{tile.name}_mm")
+    em.emit(f"auto {out} = make_tensor<{DTYPES[tile.dtype]}>({operand}, {operand});")
+    em.emit(f"dma::transpose_nc({out}, {across});")
+    return out

@@ -1,7 +1,8 @@
 """Whole-kernel decisions the emitter makes before printing anything.
 
 * which tiles are row-reduction sources (their rows are padded to whole EUs);
-* which tiles are fp32 ``T.gemm`` operands (the ``rows_n`` layout of ``tiu::fmm``);
+* which tiles are fp32 ``T.gemm`` operands (the ``rows_n`` layout of ``tiu::fmm``; transposed
+  operands stay in the lanes layout);
 * which staging copies ``T.reduce_*`` inserted can be skipped (the reduction then
   reads the original tile);
 * which grid loop, if any, can be software-pipelined.
@@ -34,6 +35,14 @@ def plan_kernel(body: Any) -> KernelPlan:
     plan = KernelPlan(pipelined_grid=None if _has_tile_op(body, "tl.tileop.cumsum") else pipelinable_grid_loop(body))
     _find_reduce_staging(plan, body)
     _collect_uses(plan, body)
+    kept = [(stmt, staged) for stmt, staged in plan.skipped if plan.layouts.get(plan.aliases[staged], "lanes") != "lanes"]
+    for stmt, staged in kept:
+        # The staging copy of an fp32 T.gemm tile changes its layout: keep it, reduce the copy.
+        plan.skipped.remove((stmt, staged))
+        del plan.aliases[staged]
+    if kept:
+        plan.reduce_sources.clear()
+        _collect_uses(plan, body)
     return plan
 
 
@@ -60,9 +69,13 @@ def _collect_uses(plan: KernelPlan, body: Any) -> None:
             plan.reduce_sources.add(plan.aliases.get(source, source))
         elif op == "tl.tileop.gemm":
             a, b, c = (region(arg)[0] for arg in node.args[:3])
+            transposed = (bool(int(node.args[3])), bool(int(node.args[4])), False)
             if str(a.dtype) == "float32":
-                for buf in (a, b, c):
-                    plan.layouts[buf.data] = "rows_n"
+                # A transposed operand keeps the lanes layout: codegen_gemm transposes it
+                # into a rows_n scratch tile with two DMA transposes.
+                for buf, trans in zip((a, b, c), transposed, strict=True):
+                    if not trans:
+                        plan.layouts[buf.data] = "rows_n"
 
     tirx.stmt_functor.post_order_visit(body, visit)
     _find_column_vectors(plan, body)
