@@ -85,7 +85,10 @@ def copy_regions(
     if g4 != l4 and tile.layout == "lanes" and len(g.dims) >= 3 and len(g.dims) > len(tile.shape):
         # A slice of a 3-D/4-D tensor along other axes than the tile's (Q[b, h, s0:s0 + 64, :], bhsd).
         if g.dtype in WORD_PAIR_DTYPES:
-            raise em.fail(f"T.copy of {g.dtype} ids sliced across the axes of the {len(g.dims)}-D tensor {gbuf.name}", hint="keep the ids in a 1-D or 2-D tensor, or pass them as int32")
+            raise em.fail(
+                f"T.copy of {g.dtype} ids sliced across the axes of the {len(g.dims)}-D tensor {gbuf.name}",
+                hint="keep the ids in a 1-D or 2-D tensor, or pass them as int32",
+            )
         gview, shape, g4 = permuted_slice(em, em.global_view(gbuf.data, "lanes"), g, gmin, gext, real, tile, lext)
     else:
         # 64-bit ids are word pairs: W extents and offsets count 32-bit words (codegen_gather).
