@@ -5,7 +5,8 @@
   entry tilelang refuses the execution backend before compiling.
 * ``KernelCache._generate_key``: mixes the backend's distribution, version and
   toolchain fingerprint into the key of every tilecore target (delegated ones
-  included), so a new backend or compiler never serves a stale binary.
+  included), so a new backend or compiler never serves a stale binary; for an
+  editable install also a fingerprint of its sources (:mod:`tilecore.source_fingerprint`).
 * ``KernelCache._load_kernel_from_disk`` / ``_save_kernel_to_disk``: the place
   for further cache tiers (:class:`CacheTier`, :func:`add_tier`): on a local miss
   each tier may install the entry into the local cache directory, after a local
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tilecore._bridge.backend_module import EXECUTION_BACKEND
 from tilecore._bridge.targets import resolve_tvm
 from tilecore.errors import TilecoreError
+from tilecore.source_fingerprint import editable_source_fingerprint
 
 if TYPE_CHECKING:
     from tilecore.registry import Registry
@@ -45,7 +47,10 @@ def cache_salt(registry: Registry, tvm_target: Any) -> str | None:
         return None
     toolchain = registry.setup(target)
     fingerprint = toolchain.fingerprint if toolchain is not None else ""
-    return f"tilecore:{target.distribution}=={target.version};{target};{fingerprint}"
+    salt = f"tilecore:{target.distribution}=={target.version};{target};{fingerprint}"
+    # An editable install changes without a new version: key on its sources too.
+    editable = [editable_source_fingerprint(name) for name in (target.distribution, "tilecore")]
+    return ";".join([salt, *filter(None, editable)])
 
 
 def wrap_generate_key(registry: Registry, original: Callable[..., str]) -> Callable[..., str]:
