@@ -74,7 +74,7 @@ def emit_reduce(em: Emitter, call: Any) -> None:
         raise em.fail(
             f"T.reduce_{kind} of {st.dtype} data",
             hint="fp32, fp16, bf16 and int32 are supported (the TPU pools floats only, int32 reduces with integer TIU ops): "
-            "T.copy the tile to an int32 or float32 tile and reduce that",
+            "pass the data as an int32 or float tensor (integer casts between tiles are not supported)",
         )
     if not em.full_local(st, smin, sext):
         raise em.fail(f"T.reduce_{kind} of part of tile {src.name}", hint="reduce a whole tile")
