@@ -103,9 +103,10 @@ def _select(ctx: _Elementwise, cond: Any, if_true: _Value, if_false: _Value, dty
             "conditions are comparisons (<, <=, >, >=, ==, !=) of tile values, index expressions and scalars, combined with &&, || and !",
         )
     dtype_compared = str(cond.a.dtype)
-    if dtype_compared not in SELECT_DTYPES:
+    index_only = _index_only(ctx, cond)
+    if dtype_compared not in SELECT_DTYPES and not index_only:
         raise ctx.fail(f"comparison of {dtype_compared} values in a T.if_then_else condition", "compare fp32, fp16, bf16 or int32 values")
-    if dtype_compared in FLOAT_DTYPES and not _index_only(ctx, cond):
+    if dtype_compared in FLOAT_DTYPES and not index_only:
         left, right = _value(ctx, cond.a, dtype_compared), _value(ctx, cond.b, dtype_compared)
         _float_compare(ctx, op, left, right, dtype_compared, if_true, if_false, dtype, out)
         return
