@@ -121,8 +121,11 @@ def _selects(M: int, N: int, BM: int, BN: int, dtype: str, valid: int) -> Any:
                 relu[i, j] = T.max(x[i, j], 0)
                 masked[i, j] = T.if_then_else(x[i, j] > y[i, j], x[i, j], 0)
                 combined[i, j] = T.if_then_else((x[i, j] >= 0.25 and x[i, j] <= y[i, j]) or not (bx * BN + j < valid), y[i, j], -1.0)
-                # a scalar on the left of the comparison, a select nested in a select
-                compared[i, j] = T.if_then_else(0.5 < x[i, j], x[i, j], T.if_then_else(x[i, j] != y[i, j], y[i, j], 2.0))  # noqa: SIM300
+                # a scalar on the left of the comparison, a select nested in a select; the constant is
+                # of the tile's dtype so that the -inf in y is selected without an fp32 round trip (a
+                # Python float makes TVM select in fp32, and PPL's fp32 -> fp16/bf16 cast saturates inf)
+                two = T.cast(2.0, dtype)
+                compared[i, j] = T.if_then_else(0.5 < x[i, j], x[i, j], T.if_then_else(x[i, j] != y[i, j], y[i, j], two))  # noqa: SIM300
                 argmax[i, j] = T.if_then_else(x[i, j] == row_max[i], by * BM + i, -1)
                 # int32 data against a scalar and an index expression
                 picked[i, j] = T.if_then_else((argmax[i, j] >= 70 or argmax[i, j] <= -1) and argmax[i, j] != by * BM + i, argmax[i, j], j)
@@ -150,6 +153,8 @@ def test_data_dependent_selects(dtype: str, BM: int) -> None:
     y[::7, ::5] = float("nan")
     y[:, 3] = x[:, 3]  # equal values for == and !=
     x[::2, 4], y[::2, 4] = -0.0, 0.0  # -0 == 0 (IEEE)
+    lowest = torch.finfo(tdt).min  # -inf and the lowest finite value: the edges of the NaN test
+    x[::2, 5], y[::3, 5], x[1::2, 6], y[::3, 6] = -float("inf"), -float("inf"), lowest, lowest
     unused = torch.randn(N).to(tdt)
     relu, masked, combined, compared, argmax, picked = _run(kernel, y, unused, x)
     zero, minus_one, two = (torch.tensor(v, dtype=tdt) for v in (0.0, -1.0, 2.0))

@@ -171,7 +171,7 @@ def _nan_guard(ctx: _Elementwise, x: _Value, dtype: str, if_nan: str, otherwise:
     holds for -inf only."""
     em = ctx.em
     minus_inf, lowest = em.fresh("minus_inf"), ctx.temp(dtype)
-    em.emit(f"float {minus_inf} = -1e39f;")
+    em.emit(f"float {minus_inf} = -(3.0e38f * 2.0f);")  # -inf (no inf literal or builtin in PPL)
     em.emit(f"tiu::fill({lowest}, {em.expr(float_imm('-inf', dtype))});")  # the printer spells it as the lowest finite value
     above = ctx.temp(values_dtype)
     em.emit(f"tiu::gt_select({above}, {x.text}, {minus_inf}, {otherwise}, {if_nan});")
