@@ -4,6 +4,9 @@
 along the lanes -- dim 0 of a 2-D tile (column sums) or of a 1-D tile -- first
 transposes ``C`` and ``W`` with ``tiu::transpose_cw``/``transpose_wc`` into a
 scratch tile, which puts the reduced axis on ``W``, and pools that.
+
+int32 tiles are not pooled (the pooling unit takes floats only): after the same
+checks they go to :mod:`tilelang_tpu.codegen_reduce_int`, an exact integer tree.
 """
 
 from __future__ import annotations
