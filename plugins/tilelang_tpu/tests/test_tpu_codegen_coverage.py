@@ -161,25 +161,6 @@ def test_reduce_along_dim0_and_1d(dtype: str, M: int, atol: float) -> None:
     assert not unused.any()
 
 
-def _int_reduce() -> Any:
-    @T.prim_func
-    def int_reduce(X: T.Tensor((64, 64), "int32"), Y: T.Tensor((64,), "int32")):
-        with T.Kernel(1, threads=1) as _:
-            x = T.alloc_fragment((64, 64), "int32")
-            y = T.alloc_fragment((64,), "int32")
-            T.copy(X, x)
-            T.reduce_sum(x, y, dim=1)
-            T.copy(y, Y)
-
-    return int_reduce
-
-
-def test_int32_reduction_is_refused_with_a_fix() -> None:
-    device, target = _device_module(_int_reduce())
-    with pytest.raises(codegen.TpuCodegenError, match=r"T.reduce_sum of int32 data[\s\S]*fix: .*float32 tile"):
-        codegen.generate(device, target, "bm1690")
-
-
 # ---------------------------------------------------------------------------- T.gemm(transpose_A=True)
 
 

@@ -260,3 +260,46 @@ def flash_attention_bhsd_kernel(
             T.copy(O_shared, Output[bz, by, bx * block_M : (bx + 1) * block_M, :])
 
     return flash_attention_bhsd
+
+
+def topk_kernel(M: int, N: int, topk: int, blk_m: int, dtype: str = "float32") -> Any:
+    """The k largest of each row with their indices, as upstream's examples/topk writes it:
+    a loop of ``T.reduce_max``, the argmax as the ``T.reduce_max`` of an int32 tile of
+    ``T.if_then_else(max_val[i] == logits[i, j], j, -1)``, the found maxima masked with
+    ``-10000``, and per-row results stored from inside ``T.Parallel``.
+
+    On a row with tied values the kernel returns the highest index of the tie and masks
+    every tied element at once (the same on every target): it matches ``torch.topk`` on
+    rows of distinct values."""
+
+    @T.prim_func
+    def topk_kernel(
+        logits: T.Tensor([M, N], dtype),
+        topk_gates: T.Tensor([M, topk], dtype),
+        topk_indices: T.Tensor([M, topk], "int32"),
+    ):
+        with T.Kernel(T.ceildiv(M, blk_m), threads=128) as bx:
+            logits_frag = T.alloc_fragment([blk_m, N], dtype=dtype)
+            max_val = T.alloc_fragment([blk_m], dtype=dtype)
+            expand_max_idx = T.alloc_fragment([blk_m, N], "int32")
+            max_idx = T.alloc_fragment([blk_m], "int32")
+
+            T.copy(logits[bx * blk_m, 0], logits_frag)
+
+            for k in T.serial(topk):
+                T.fill(expand_max_idx, -1)
+                T.reduce_max(logits_frag, max_val, dim=1, clear=True)
+
+                for i, j in T.Parallel(blk_m, N):
+                    expand_max_idx[i, j] = T.if_then_else(max_val[i] == logits_frag[i, j], j, expand_max_idx[i, j])
+
+                T.reduce_max(expand_max_idx, max_idx, dim=1, clear=True)
+
+                for i, j in T.Parallel(blk_m, N):
+                    logits_frag[i, j] = T.if_then_else(max_val[i] == logits_frag[i, j], -10000.0, logits_frag[i, j])
+
+                for i in T.Parallel(blk_m):
+                    topk_gates[bx * blk_m + i, k] = max_val[i]
+                    topk_indices[bx * blk_m + i, k] = max_idx[i]
+
+    return topk_kernel

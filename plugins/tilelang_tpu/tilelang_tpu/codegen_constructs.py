@@ -234,9 +234,25 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "codegen_copy",
     ),
     Construct(
-        "reads of global tensors combined with other operations inside `T.Parallel`; `if_then_else` on data values; `&&`/`||` conditions",
-        "refused: `T.copy` the data to a tile first; compare indices only",
+        "reads of global tensors combined with other operations inside `T.Parallel`",
+        "refused: `T.copy` the data to a tile first",
         "codegen_elementwise",
+        REFUSED,
+    ),
+    Construct(
+        "data-dependent `T.if_then_else(cond, a, b)`: `cond` compares tile values with tiles, per-row vectors `m[i]`, "
+        "index expressions or scalars (on either side), combined with `&&`, `||`, `!`; fp32/fp16/bf16 or int32 data, "
+        "fp32/fp16/bf16 or int32 values (masked fills, upstream's top-k argmax)",
+        "compare-selects over the whole tile, values copied (exact). Float data is compared with `tiu::gt_select` only "
+        "(`a < b` is `b > a`), the one PPL compare that is IEEE on the emulator; `==`, `>=`, `<=`, `!=` are built from "
+        "`>` and guarded for NaN operands. int32 data and index expressions compare as int32. Broadcast views are copied "
+        "to whole tiles first (the selects abort on strided operands)",
+        "codegen_select",
+    ),
+    Construct(
+        "`T.if_then_else` selecting or comparing other integer types (int8/int16/uint*)",
+        "refused: pass the data as int32 or float tensors",
+        "codegen_select",
         REFUSED,
     ),
     # ------------------------------------------------------------------ reductions
@@ -267,8 +283,15 @@ CONSTRUCTS: tuple[Construct, ...] = (
         REFUSED,
     ),
     Construct(
-        "reductions of integer tiles; along a middle axis of a 3-D/4-D tile",
-        "refused: the TPU pools floats only (an int32 sum through fp32 would round beyond 2^24); `T.copy` to a float32 tile",
+        "`T.reduce_sum/max/min` of int32 tiles (`dim=-1`, or `dim=0` of a 2-D/1-D tile; `clear=False` too)",
+        "exact: a scratch copy folded in half along `W` until one column is left, `ceil(log2 n)` integer "
+        "`tiu::add/max/min` on `W`-offset sub-views (`dim=0` transposes first, as above); sums wrap in two's complement "
+        "like int32 sums on GPUs. The pooling unit is not used: it takes floats only, and fp32 rounds beyond 2^24",
+        "codegen_reduce_int",
+    ),
+    Construct(
+        "reductions of other integer tiles (int8/int16/uint*), `T.reduce_abssum/absmax` of int32; along a middle axis of a 3-D/4-D tile",
+        "refused: pass the data as an int32 or float tensor; reduce along the last axis",
         "codegen_reduce",
         REFUSED,
     ),

@@ -9,6 +9,7 @@ from tilelang_tpu.codegen_copy import emit_tile_transpose
 from tilelang_tpu.codegen_gather import WORD_PAIR_DTYPES, emit_global_read, reads_global
 from tilelang_tpu.codegen_ir import CodegenError, Operand, Tile, as_float, is_const, is_zero, op_name, same_index, same_var
 from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES, broadcast_strides, offset4, to4
+from tilelang_tpu.codegen_select import emit_select
 
 if TYPE_CHECKING:
     from tilelang_tpu.codegen_emit import Emitter
@@ -302,7 +303,7 @@ class _Elementwise:
             if isinstance(e, cls):
                 return self.binary(fn, e, dst)
         if isinstance(e, tirx.Call) and op_name(e) == "tirx.if_then_else":
-            return self.select(e, dst)
+            return emit_select(self, e, dst)
         if isinstance(e, tirx.Call):
             op = op_name(e)
             unary = _UNARY_OPS.get(op)

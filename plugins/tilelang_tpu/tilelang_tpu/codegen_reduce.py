@@ -4,6 +4,9 @@
 along the lanes -- dim 0 of a 2-D tile (column sums) or of a 1-D tile -- first
 transposes ``C`` and ``W`` with ``tiu::transpose_cw``/``transpose_wc`` into a
 scratch tile, which puts the reduced axis on ``W``, and pools that.
+
+int32 tiles are not pooled (the pooling unit takes floats only): after the same
+checks they go to :mod:`tilelang_tpu.codegen_reduce_int`, an exact integer tree.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from tilelang_tpu.codegen_ir import float_imm, region
 from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES, REDUCE_ALIGN
+from tilelang_tpu.codegen_reduce_int import INT_REDUCE_DTYPES, emit_int_reduce
 
 if TYPE_CHECKING:
     from tilelang_tpu.codegen_emit import Emitter
@@ -75,11 +79,11 @@ def emit_reduce(em: Emitter, call: Any) -> None:
             f"T.reduce_{kind} of the 4-D tile {src.name}{list(st.shape)}, whose third axis is not 1",
             hint="reduce a 3-D tile [b, rows, cols] (or a 4-D tile [a, b, 1, cols]): the TPU pools rows of [N, C, 1, W]",
         )
-    if st.dtype not in FLOAT_DTYPES:
+    if st.dtype not in FLOAT_DTYPES and st.dtype not in INT_REDUCE_DTYPES:
         raise em.fail(
             f"T.reduce_{kind} of {st.dtype} data",
-            hint="fp32, fp16 and bf16 are supported (the TPU pools floats only; an int32 reduction through fp32 would "
-            "round values beyond 2^24): T.copy the tile to a float32 tile and reduce that",
+            hint="fp32, fp16, bf16 and int32 are supported (the TPU pools floats only, int32 reduces with integer TIU ops): "
+            "pass the data as an int32 or float tensor (integer casts between tiles are not supported)",
         )
     if not em.full_local(st, smin, sext):
         raise em.fail(f"T.reduce_{kind} of part of tile {src.name}", hint="reduce a whole tile")
@@ -89,7 +93,6 @@ def emit_reduce(em: Emitter, call: Any) -> None:
     if dt.dtype != st.dtype:
         raise em.fail(f"T.reduce_{kind} from {st.dtype} into {dt.dtype}", hint="reduce into a tile of the source dtype")
     mode, identity, negate, absolute = _REDUCE[kind]
-    ident = em.expr(float_imm(identity, st.dtype))
     if across_lanes:
         # [1, C, 1, W] -> [1, W, 1, C]: the reduced axis goes to W, the kept one to the lanes.
         reduced, kept = st.shape4[1], st.shape4[3]
@@ -104,6 +107,11 @@ def emit_reduce(em: Emitter, call: Any) -> None:
         expected = f"{list(st.shape[:-1])} or {[*list(st.shape[:-1]), 1]}"
     if dt.shape4 != out_shape:
         raise em.fail(f"T.reduce_{kind} into tile {dst.name} of shape {list(dt.shape)}; expected {expected}")
+    if st.dtype in INT_REDUCE_DTYPES:
+        # Exact integer tree instead of the float-only pooling unit.
+        emit_int_reduce(em, kind, st, dt, across_lanes, clear)
+        return
+    ident = em.expr(float_imm(identity, st.dtype))
     out = dt.name
     blk = em.dim4var(pooled_block, "rblock")
     real = em.dim4var(pooled_shape, "rreal")

@@ -1,0 +1,272 @@
+"""Data-dependent ``T.if_then_else`` inside ``T.Parallel``: comparisons of tile values
+(with tiles, per-row vectors, index expressions and scalars), combined with ``&&``,
+``||`` and ``!``, selecting fp32/fp16/bf16 or int32 values (masked fills, ReLU-style
+clamps, top-k's argmax bookkeeping).
+
+A comparison becomes PPL compare-selects over the whole domain,
+``tiu::gt_select / lt_select / eq_select(out, lhs, rhs, if_true, if_false)``, which
+compare in the operands' dtype and write the values' dtype (fp32/fp16/bf16 data
+selecting int32 or float values, int32 data, scalar operands and in-place updates
+were checked on the BM1690 emulator).  Values are copied, never converted, so a
+select is exact.  The comparisons follow IEEE:
+
+* float data is compared with ``gt_select`` only, the one compare that is IEEE on the
+  emulator (measured: ``lt_select`` is true when exactly one operand is NaN,
+  ``eq_select`` has ``NaN == NaN`` and ``-0 != 0``).  ``a < b`` is ``b > a``; ``==``,
+  ``>=``, ``<=`` are built from ``>`` and sent to their false value where an operand
+  is NaN, ``!=`` to its true value (:func:`_float_compare`, :func:`_nan_guard`);
+* int32 data and index expressions are compared as int32 (exact; no NaN, no -0);
+* ``c1 && c2`` selects ``c2 ? a : b`` where ``c1`` holds, else ``b``; ``c1 || c2``
+  selects ``a`` where ``c1`` holds, else ``c2 ? a : b``; ``!c`` swaps the values.
+
+Every tile operand is a whole TPU_ALIGN tile: the compare-selects abort on strided
+views (a broadcast row vector) and sub-views, so those are first copied.  Index
+expressions (``j``, ``by * BM + i``) come from the element-wise context's fp32 index
+tiles (refused from 2^24 on, where fp32 stops being exact), cast to int32.
+
+A single comparison of index expressions selecting float values keeps the
+element-wise module's own mask path (``_Elementwise.select``: causal masks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tilelang_tpu.codegen_ir import Operand, as_float, float_imm
+from tilelang_tpu.codegen_layout import FLOAT_DTYPES
+
+if TYPE_CHECKING:
+    from tilelang_tpu.codegen_elementwise import _Elementwise
+
+__all__ = ["SELECT_DTYPES", "emit_select"]
+
+#: Dtypes a select can compare and produce (fp32/fp16/bf16 and int32, checked on the emulator).
+SELECT_DTYPES = (*FLOAT_DTYPES, "int32")
+
+#: Integers below this magnitude are exact in fp32 (the index tiles are fp32).
+_EXACT_IN_FP32 = 1 << 24
+
+#: The operator of ``b <op> a`` that means the same as ``a <op> b``.
+_MIRROR = {"gt": "lt", "lt": "gt", "ge": "le", "le": "ge", "eq": "eq", "ne": "ne"}
+
+
+@dataclass(frozen=True)
+class _Value:
+    """A select operand: a tile view (``is_tile``) or a named C scalar (the PPL select
+    takes its operands by reference)."""
+
+    text: str
+    is_tile: bool
+    constant: bool = False  #: a compile-time constant scalar (never NaN)
+
+
+def emit_select(ctx: _Elementwise, e: Any, dst: str | None) -> Operand | None:
+    """``T.if_then_else(cond, a, b)`` in a T.Parallel body; writes ``dst`` when given and of
+    the result's dtype (returns None), else returns the result as an operand."""
+    cond, a, b = e.args
+    dtype = str(e.dtype)
+    if dtype in FLOAT_DTYPES and _index_only(ctx, cond):
+        return ctx.select(e, dst)  # causal / sequence-length masks: the element-wise mask path
+    if dtype not in SELECT_DTYPES:
+        raise ctx.fail(f"T.if_then_else of {dtype} values in a T.Parallel body", "select between fp32, fp16, bf16 or int32 values")
+    if_true, if_false = _value(ctx, a, dtype), _value(ctx, b, dtype)
+    if dst is not None and ctx.dst_tile.dtype == dtype and _plain(ctx, dst):
+        _select(ctx, cond, if_true, if_false, dtype, dst)
+        return None
+    out = ctx.temp(dtype)  # the caller moves (or casts) it into a partial or other-dtype destination
+    _select(ctx, cond, if_true, if_false, dtype, out)
+    return Operand(out, dtype, True)
+
+
+def _select(ctx: _Elementwise, cond: Any, if_true: _Value, if_false: _Value, dtype: str, out: str) -> None:
+    """Write ``cond ? if_true : if_false`` into the tile ``out``."""
+    from tvm import tirx
+
+    if isinstance(cond, tirx.Not):
+        _select(ctx, cond.a, if_false, if_true, dtype, out)
+        return
+    if isinstance(cond, (tirx.And, tirx.Or)):
+        inner = ctx.temp(dtype)
+        _select(ctx, cond.b, if_true, if_false, dtype, inner)
+        both = _Value(inner, True)
+        if isinstance(cond, tirx.And):
+            _select(ctx, cond.a, both, if_false, dtype, out)
+        else:
+            _select(ctx, cond.a, if_true, both, dtype, out)
+        return
+    ops = {tirx.GT: "gt", tirx.LT: "lt", tirx.GE: "ge", tirx.LE: "le", tirx.EQ: "eq", tirx.NE: "ne"}
+    op = next((name for cls, name in ops.items() if isinstance(cond, cls)), None)
+    if op is None:
+        raise ctx.fail(
+            f"T.if_then_else condition {cond} in a T.Parallel body",
+            "conditions are comparisons (<, <=, >, >=, ==, !=) of tile values, index expressions and scalars, combined with &&, || and !",
+        )
+    dtype_compared = str(cond.a.dtype)
+    index_only = _index_only(ctx, cond)
+    if dtype_compared not in SELECT_DTYPES and not index_only:
+        raise ctx.fail(f"comparison of {dtype_compared} values in a T.if_then_else condition", "compare fp32, fp16, bf16 or int32 values")
+    if dtype_compared in FLOAT_DTYPES and not index_only:
+        left, right = _value(ctx, cond.a, dtype_compared), _value(ctx, cond.b, dtype_compared)
+        _float_compare(ctx, op, left, right, dtype_compared, if_true, if_false, dtype, out)
+        return
+    # Integers (int32 data, or index expressions, compared as int32: exact, no NaN, no -0).
+    lhs, rhs = _value(ctx, cond.a, "int32"), _value(ctx, cond.b, "int32")
+    if not lhs.is_tile:  # the PPL compare-select's first operand must be a tensor
+        lhs, rhs, op = (rhs, lhs, _MIRROR[op]) if rhs.is_tile else (_filled(ctx, lhs, "int32"), rhs, op)
+    em = ctx.em
+    a, b, t, f = lhs.text, rhs.text, if_true.text, if_false.text
+    if op in ("gt", "lt", "eq"):
+        em.emit(f"tiu::{op}_select({out}, {a}, {b}, {t}, {f});")
+    elif op == "ne":
+        em.emit(f"tiu::eq_select({out}, {a}, {b}, {f}, {t});")
+    else:  # a >= b is a > b or a == b; a <= b likewise
+        equal = ctx.temp(dtype)
+        em.emit(f"tiu::eq_select({equal}, {a}, {b}, {t}, {f});")
+        em.emit(f"tiu::{'gt' if op == 'ge' else 'lt'}_select({out}, {a}, {b}, {t}, {equal});")
+
+
+def _float_compare(
+    ctx: _Elementwise, op: str, a: _Value, b: _Value, dtype: str, if_true: _Value, if_false: _Value, values_dtype: str, out: str
+) -> None:
+    """``out = a <op> b ? if_true : if_false`` for ``dtype`` (fp32/fp16/bf16) data, with IEEE semantics.
+
+    Only ``tiu::gt_select`` is used to compare: on the BM1690 emulator it is IEEE (false
+    whenever a NaN is involved, ``-0 > 0`` false), while ``lt_select`` is true when exactly
+    one operand is NaN and ``eq_select`` says ``NaN == NaN`` and ``-0 != 0`` (measured).
+    So ``a < b`` is ``b > a``; ``a == b`` is neither ``a > b`` nor ``b > a``, ``a >= b`` is
+    not ``b > a``, ``a <= b`` not ``a > b``, each then sent to its false value (the true
+    one for ``!=``) where an operand is NaN (:func:`_nan_guard`).
+    """
+    em = ctx.em
+    t, f = if_true.text, if_false.text
+    if op == "gt":
+        em.emit(f"tiu::gt_select({out}, {_filled(ctx, a, dtype).text}, {b.text}, {t}, {f});")
+        return
+    if op == "lt":
+        em.emit(f"tiu::gt_select({out}, {_filled(ctx, b, dtype).text}, {a.text}, {t}, {f});")
+        return
+    yes, no = (f, t) if op == "ne" else (t, f)  # != is the negation of ==
+    ordered = ctx.temp(values_dtype)
+    if op == "ge":
+        em.emit(f"tiu::gt_select({ordered}, {_filled(ctx, b, dtype).text}, {a.text}, {no}, {yes});")
+    elif op == "le":
+        em.emit(f"tiu::gt_select({ordered}, {_filled(ctx, a, dtype).text}, {b.text}, {no}, {yes});")
+    else:  # == and !=
+        above = ctx.temp(values_dtype)
+        em.emit(f"tiu::gt_select({above}, {_filled(ctx, a, dtype).text}, {b.text}, {no}, {yes});")
+        em.emit(f"tiu::gt_select({ordered}, {_filled(ctx, b, dtype).text}, {a.text}, {no}, {above});")
+    maybe_nan = [v for v in (a, b) if not v.constant]
+    for n, operand in enumerate(maybe_nan):
+        target = out if n == len(maybe_nan) - 1 else ctx.temp(values_dtype)
+        _nan_guard(ctx, _filled(ctx, operand, dtype), dtype, no, ordered, values_dtype, target)
+        ordered = target
+    if not maybe_nan:
+        em.emit(f"tiu::move({out}, {ordered});")
+
+
+def _nan_guard(ctx: _Elementwise, x: _Value, dtype: str, if_nan: str, otherwise: str, values_dtype: str, out: str) -> None:
+    """``out = isnan(x) ? if_nan : otherwise``, from two IEEE ``gt_select``: ``x > -inf``
+    holds unless ``x`` is -inf or NaN, and ``lowest > x`` (the most negative finite value)
+    holds for -inf only."""
+    em = ctx.em
+    minus_inf, lowest = em.fresh("minus_inf"), ctx.temp(dtype)
+    em.emit(f"float {minus_inf} = -(3.0e38f * 2.0f);")  # -inf (no inf literal or builtin in PPL)
+    em.emit(f"tiu::fill({lowest}, {em.expr(float_imm('-inf', dtype))});")  # the printer spells it as the lowest finite value
+    above = ctx.temp(values_dtype)
+    em.emit(f"tiu::gt_select({above}, {x.text}, {minus_inf}, {otherwise}, {if_nan});")
+    em.emit(f"tiu::gt_select({out}, {lowest}, {x.text}, {otherwise}, {above});")
+
+
+def _filled(ctx: _Elementwise, value: _Value, dtype: str) -> _Value:
+    """``value`` as a tile (a scalar is filled into one): the first operand of a PPL
+    compare-select must be a tensor."""
+    if value.is_tile:
+        return value
+    tile = ctx.temp(dtype)
+    ctx.em.emit(f"tiu::fill({tile}, {value.text});")
+    return _Value(tile, True)
+
+
+def _plain(ctx: _Elementwise, text: str) -> bool:
+    """True for a whole tile in the TPU_ALIGN layout (one ``make_tensor``), not a view of one."""
+    declaration = f"auto {text} = make_tensor<"
+    return any(line.lstrip().startswith(declaration) for line in reversed(ctx.em.lines))
+
+
+def _aligned(ctx: _Elementwise, text: str, dtype: str) -> _Value:
+    """The tile ``text`` as a TPU_ALIGN tile: the PPL compare-selects read (and write) tiles in
+    that layout only (the emulator aborts on a strided view, e.g. a broadcast row vector, or a
+    sub-view), so a view is first copied into a temporary tile."""
+    if _plain(ctx, text):
+        return _Value(text, True)
+    tile = ctx.temp(dtype)
+    ctx.em.emit(f"tiu::move({tile}, {text});")
+    return _Value(tile, True)
+
+
+def _value(ctx: _Elementwise, e: Any, dtype: str) -> _Value:
+    """``e`` as a select operand of ``dtype``: a scalar variable, an index tile or a tile."""
+    from tvm import tirx
+
+    em = ctx.em
+    if not ctx.uses_loop_vars(e):
+        name = em.fresh("sel")
+        if dtype in FLOAT_DTYPES:
+            em.emit(f"float {name} = {as_float(em.expr(e))};")
+        else:
+            em.emit(f"int {name} = {em.expr(e)};")
+        return _Value(name, False, constant=isinstance(e, (tirx.FloatImm, tirx.IntImm)))
+    if "int" in str(e.dtype) and not _reads_tiles(ctx, e):
+        _check_exact(ctx, e)
+        indices = ctx.index_tile(e)
+        if dtype == "float32":
+            return _aligned(ctx, indices, dtype)
+        converted = ctx.temp(dtype)
+        em.emit(f"tiu::cast({converted}, {indices});")
+        return _Value(converted, True)
+    operand = ctx.compute(e, None)
+    assert operand is not None
+    if not operand.is_tile:
+        return _value(ctx, e, dtype)
+    if operand.dtype != dtype:
+        if operand.dtype not in FLOAT_DTYPES or dtype not in FLOAT_DTYPES:
+            raise ctx.fail(f"T.if_then_else mixing {operand.dtype} and {dtype} values", "cast the operands to one dtype")
+        converted = ctx.temp(dtype)
+        em.emit(f"tiu::cast({converted}, {operand.text});")
+        return _Value(converted, True)
+    return _aligned(ctx, operand.text, dtype)
+
+
+def _index_only(ctx: _Elementwise, cond: Any) -> bool:
+    """True for a single comparison of integer expressions of loop/block indices and scalars."""
+    from tvm import tirx
+
+    comparisons = (tirx.GT, tirx.LT, tirx.GE, tirx.LE, tirx.EQ, tirx.NE)
+    return isinstance(cond, comparisons) and all("int" in str(side.dtype) for side in (cond.a, cond.b)) and not _reads_tiles(ctx, cond)
+
+
+def _reads_tiles(ctx: _Elementwise, e: Any) -> bool:
+    from tvm import tirx
+
+    found: list[Any] = []
+    tirx.stmt_functor.post_order_visit(
+        tirx.Evaluate(e), lambda n: found.append(n) if isinstance(n, tirx.BufferLoad) and n.buffer.data in ctx.em.tiles else None
+    )
+    return bool(found)
+
+
+def _check_exact(ctx: _Elementwise, e: Any) -> None:
+    """Refuse an index expression whose values may reach 2^24 (fp32 index tiles would round)."""
+    from tvm import ir, tirx
+
+    analyzer = ctx.em.analyzer
+    for index, extent in zip(ctx.index, ctx.extents, strict=True):
+        if isinstance(index, tirx.Var):
+            analyzer.bind(index, ir.Range.from_min_extent(0, extent))
+    bound = analyzer.const_int_bound(e)
+    if max(abs(int(bound.min_value)), abs(int(bound.max_value))) >= _EXACT_IN_FP32:
+        raise ctx.fail(
+            f"index expression {e} in a T.if_then_else that may reach 2^24",
+            "the tpu target builds index values as exact fp32 integers (below 2^24); use smaller offsets",
+        )
