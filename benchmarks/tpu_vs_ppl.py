@@ -3,7 +3,9 @@
     python benchmarks/tpu_vs_ppl.py [--runs 9] [--chip bm1690] [--show-source]
 
 Needs the SophGo toolchain (`tilelang-tpu toolchain install`).  For copy, add,
-row sum, matmul, RMSNorm and softmax, the TileLang kernel below and its hand-written twin in
+row sum, matmul, RMSNorm, softmax and flash attention forward (upstream's bshd
+example, from plugins/tilelang_tpu/tests/tpu_upstream_kernels.py, non-causal,
+fp16 1 x 512 x 2 x 64, 128 x 128 blocks), the TileLang kernel and its hand-written twin in
 benchmarks/tpu_ppl/ (same shapes, same tiles, written for this comparison) are
 built through the same tilelang-tpu runtime and launched alternately on the same
 inputs; both results are checked against torch first.  Reported per kernel:
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +33,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent
 PPL_DIR = ROOT / "tpu_ppl"
+TESTS_DIR = ROOT.parent / "plugins" / "tilelang_tpu" / "tests"
+#: batch, heads, sequence length, head dim of the flash attention (upstream's 128 x 128 blocks).
+FLASH_ATTENTION_SHAPE = (1, 2, 512, 64)
 
 
 def _kernels(T: Any) -> dict[str, Any]:
@@ -110,12 +116,20 @@ def _kernels(T: Any) -> dict[str, Any]:
                 y[i, j] = y[i, j] / s[i]
             T.copy(y, Y[bx * 64, 0])
 
-    return {"copy": copy, "add": add, "row_sum": row_sum, "matmul": matmul, "rmsnorm": rmsnorm, "softmax": softmax}
+    # Upstream's example_mha_fwd_bshd, as the TPU tests and examples/tpu compile it.
+    sys.path.insert(0, str(TESTS_DIR))
+    from tpu_upstream_kernels import flash_attention_kernel
+
+    flash_attention = flash_attention_kernel(*FLASH_ATTENTION_SHAPE, is_causal=False)
+    return {"copy": copy, "add": add, "row_sum": row_sum, "matmul": matmul, "rmsnorm": rmsnorm, "softmax": softmax,
+            "flash_attention": flash_attention}  # fmt: skip
 
 
 def _cases(torch: Any) -> dict[str, tuple[Callable[[], list[Any]], Callable[..., Any], float]]:
     """name -> (inputs, torch reference, tolerance)."""
     big = (1024, 1024)
+    batch, heads, seq_len, dim = FLASH_ATTENTION_SHAPE
+    bshd = (batch, seq_len, heads, dim)
     return {
         "copy": (lambda: [torch.randn(big)], lambda a: a, 0.0),
         "add": (lambda: [torch.randn(big), torch.randn(big)], lambda a, b: a + b, 0.0),
@@ -123,7 +137,16 @@ def _cases(torch: Any) -> dict[str, tuple[Callable[[], list[Any]], Callable[...,
         "matmul": (lambda: [torch.randn(256, 256).half(), torch.randn(256, 256).half()], lambda a, b: a.float() @ b.float(), 1e-3),
         "rmsnorm": (lambda: [torch.randn(big)], lambda x: x * torch.rsqrt(x.pow(2).mean(1, keepdim=True) + 1e-6), 1e-5),
         "softmax": (lambda: [torch.randn(big) * 3], lambda x: torch.softmax(x, 1), 1e-5),
+        # fp16 in and out: the probabilities are rounded to fp16 before P @ V, as upstream does.
+        "flash_attention": (lambda: [torch.randn(bshd).half() for _ in range(3)], _attention, 1e-2),
     }
+
+
+def _attention(q: Any, k: Any, v: Any) -> Any:
+    import torch.nn.functional as F
+
+    q, k, v = (t.float().transpose(1, 2) for t in (q, k, v))
+    return F.scaled_dot_product_attention(q, k, v).transpose(1, 2)
 
 
 def main() -> None:
