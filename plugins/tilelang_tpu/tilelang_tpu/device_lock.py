@@ -28,7 +28,7 @@ Stdlib only (ctypes on libc): the emulator worker imports it.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import functools
 import struct
 from dataclasses import dataclass
 
@@ -72,8 +72,11 @@ class LockState:
         return f"{word}, {self.attached} attached, created by pid {self.creator_pid}, last used by pid {self.last_pid}"
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL:
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    # The process's own symbols, libc's among them (ctypes.util.find_library would run ldconfig
+    # in every worker start).
+    libc = ctypes.CDLL(None, use_errno=True)
     libc.ftok.argtypes = [ctypes.c_char_p, ctypes.c_int]
     libc.ftok.restype = ctypes.c_int
     libc.shmget.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_int]
