@@ -299,10 +299,11 @@ class _Worker:
         self._requests, self._replies = self._process.stdin, self._process.stdout
         try:
             # A BM1684X worker loads its kernel library at start-up: failing there is that kernel's fault.
-            self._expect_ok("start-up", where, fault=chip == "bm1684x")
+            ready = self._expect_ok("start-up", where, fault=chip == "bm1684x")
         except BaseException:
             self.close()
             raise
+        _report_startup(ready, where)
 
     @property
     def alive(self) -> bool:
@@ -319,7 +320,7 @@ class _Worker:
         text = f"{where}: {message}." + (f" The emulator's output:\n{output}" if output else "")
         return KernelFaultError(text) if fault else TilecoreError(text)
 
-    def _expect_ok(self, stage: str, where: str, fault: bool, offset: int = 0) -> None:
+    def _expect_ok(self, stage: str, where: str, fault: bool, offset: int = 0) -> dict[str, Any]:
         line = self._replies.readline()
         if not line:
             try:
@@ -332,6 +333,7 @@ class _Worker:
         reply = json.loads(line)
         if not reply.get("ok"):
             raise self._fail(f"the emulator reported an error during {stage}: {reply.get('error')}", where, fault, offset)
+        return dict(reply)
 
     def run(self, library: Path, symbol: str, tensors: tuple[torch.Tensor, ...], where: str, scalars: Sequence[Any] = ()) -> None:
         sizes = [t.numel() * t.element_size() for t in tensors]
@@ -383,6 +385,25 @@ class _Worker:
         self._log.close()
         with contextlib.suppress(OSError):
             self._log_path.unlink()
+
+
+#: A worker start slower than this (seconds) is logged with its steps' times.
+SLOW_STARTUP_S = 10.0
+
+
+def _report_startup(ready: dict[str, Any], where: str) -> None:
+    """Log what the worker's start-up found: a released dead holder's lock, or a stalled step."""
+    steps: dict[str, float] = ready.get("startup") or {}
+    if ready.get("stale_lock"):
+        logger.info(
+            "%s: released the BM1690 runtime's start-up lock left by a process that died holding it (%s); "
+            "without this the start would have waited 31 s (tilelang_tpu/device_lock.py)",
+            where,
+            ready["stale_lock"],
+        )
+    if sum(steps.values()) > SLOW_STARTUP_S:
+        times = ", ".join(f"{step} {seconds:.2f} s" for step, seconds in steps.items())
+        logger.warning("%s: the emulator took %.1f s to start (%s)", where, sum(steps.values()), times)
 
 
 def _bytes_of(tensor: torch.Tensor) -> memoryview:

@@ -17,8 +17,11 @@ them back and frees.
 from __future__ import annotations
 
 import ctypes
+import time
 from collections.abc import Sequence
 from typing import Any
+
+from tilelang_tpu import device_lock
 
 #: ctypes of a scalar kernel argument by dtype, and of a device address: tilelang_tpu.abi's
 #: SCALAR_TYPES / ENTRY_ARG_CTYPE, repeated here to keep the worker process free of torch.
@@ -36,6 +39,10 @@ class Tpuv7Device:
     """Device 0 of the tpuv7 runtime (emulator build), one stream."""
 
     def __init__(self, library_dir: str) -> None:
+        #: Seconds each start-up step took (``load``, ``tpuRtInit``, ``tpuRtSetDevice``,
+        #: ``tpuRtStreamCreate``): a slow start is attributed to the step that stalled.
+        self.startup_seconds: dict[str, float] = {}
+        started = time.perf_counter()
         # RTLD_GLOBAL: kernel libraries the runtime dlopen()s resolve emulator symbols against it.
         rt = ctypes.CDLL(f"{library_dir}/libtpuv7_rt.so", mode=ctypes.RTLD_GLOBAL)
         c_void_pp = ctypes.POINTER(ctypes.c_void_p)
@@ -63,10 +70,22 @@ class Tpuv7Device:
             fn.restype = ctypes.c_int
         self._rt = rt
         self._modules: dict[str, int] = {}
-        _check(rt.tpuRtInit(), "tpuRtInit")
-        _check(rt.tpuRtSetDevice(0), "tpuRtSetDevice(0)")
         self._stream = ctypes.c_void_p()
-        _check(rt.tpuRtStreamCreate(ctypes.byref(self._stream)), "tpuRtStreamCreate")
+        self.startup_seconds["load"] = time.perf_counter() - started
+        # tpuRtSetDevice takes a machine-wide lock that a process dying inside it leaves locked,
+        # which costs the next start on the machine 31 s (device_lock.py): release a dead holder's.
+        started = time.perf_counter()
+        #: The dead holder's lock this worker released before starting (None: there was none).
+        self.stale_lock = device_lock.clear_stale()
+        self.startup_seconds["stale_lock_check"] = time.perf_counter() - started
+        for step, call in (
+            ("tpuRtInit", rt.tpuRtInit),
+            ("tpuRtSetDevice", lambda: rt.tpuRtSetDevice(0)),
+            ("tpuRtStreamCreate", lambda: rt.tpuRtStreamCreate(ctypes.byref(self._stream))),
+        ):
+            started = time.perf_counter()
+            _check(call(), step)
+            self.startup_seconds[step] = time.perf_counter() - started
 
     def _module(self, library: str) -> int:
         module = self._modules.get(library)

@@ -33,7 +33,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol
 
 
 class Device(Protocol):
@@ -72,7 +72,13 @@ def serve(chip: str, library_dir: str, arguments: Sequence[str], requests: io.Bu
         replies.write(json.dumps({"ok": False, "error": f"worker start-up: {err}"}).encode() + b"\n")
         replies.flush()
         return
-    replies.write(b'{"ok": true, "ready": true}\n')
+    ready: dict[str, Any] = {"ok": True, "ready": True}
+    # How long each start-up step took, so that the parent can tell a stalled start from a slow one.
+    ready["startup"] = getattr(device, "startup_seconds", {})
+    stale_lock = getattr(device, "stale_lock", None)
+    if stale_lock is not None:
+        ready["stale_lock"] = stale_lock.describe()
+    replies.write(json.dumps(ready).encode() + b"\n")
     replies.flush()
     while True:
         header = requests.readline()
