@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tilelang_tpu import device_lock
@@ -78,11 +78,12 @@ class Tpuv7Device:
         #: The dead holder's lock this worker released before starting (None: there was none).
         self.stale_lock = device_lock.clear_stale()
         self.startup_seconds["stale_lock_check"] = time.perf_counter() - started
-        for step, call in (
-            ("tpuRtInit", rt.tpuRtInit),
-            ("tpuRtSetDevice", lambda: rt.tpuRtSetDevice(0)),
-            ("tpuRtStreamCreate", lambda: rt.tpuRtStreamCreate(ctypes.byref(self._stream))),
-        ):
+        steps: tuple[tuple[str, Callable[[], int]], ...] = (
+            ("tpuRtInit", lambda: int(rt.tpuRtInit())),
+            ("tpuRtSetDevice", lambda: int(rt.tpuRtSetDevice(0))),
+            ("tpuRtStreamCreate", lambda: int(rt.tpuRtStreamCreate(ctypes.byref(self._stream)))),
+        )
+        for step, call in steps:
             started = time.perf_counter()
             _check(call(), step)
             self.startup_seconds[step] = time.perf_counter() - started
