@@ -25,7 +25,9 @@ def tilecore_declare_targets():
 @hookimpl
 def tilecore_setup(target: ResolvedTarget):
     from tilelang_tpu import setup
+    from tilelang_tpu.target import check_cores
 
+    check_cores(target["chip"], int(target["cores"]))
     return setup.find_toolchain().as_toolchain()
 
 
@@ -40,7 +42,7 @@ def tilecore_lower(target: ResolvedTarget, mod: Any, tvm_target: Any):
 def tilecore_codegen(target: ResolvedTarget, device_mod: Any, tvm_target: Any):
     from tilelang_tpu import codegen
 
-    return codegen.generate(device_mod, tvm_target, target["chip"])
+    return codegen.generate(device_mod, tvm_target, target["chip"], int(target["cores"]))
 
 
 @hookimpl
