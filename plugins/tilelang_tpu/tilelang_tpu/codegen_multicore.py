@@ -11,7 +11,8 @@ source (:func:`launch_cores`) and launches exactly that many.
 The split: the grid loops (marked by :func:`mark_grid_loops` when
 ``MaterializeKernelLaunch`` makes them) are flattened, and each core walks one
 contiguous chunk of the flattened grid, the first ``total % N`` cores one block
-more than the others (a grid smaller than ``N`` leaves cores idle).  Blocks are
+more than the others.  A grid of fewer blocks than ``N`` (known at compile time) is
+launched on one core per block.  Blocks are
 independent, so any split gives the one-core results -- except where blocks share
 memory on purpose: ``T.atomic_add`` is a read-modify-write that is atomic only
 because one core walks the grid (:mod:`tilelang_tpu.codegen_atomic`), so a kernel
@@ -110,6 +111,13 @@ def grid_split(body: Any, cores: int) -> GridSplit:
     if atomics:
         # Two cores adding into one region would race (codegen_atomic's read-modify-write).
         return GridSplit(reason="T.atomic_add is atomic only while one core walks the grid")
+    if all(isinstance(loop.extent, tirx.IntImm) for loop in loops):
+        blocks = 1
+        for loop in loops:
+            blocks *= int(loop.extent)
+        if blocks <= 1:
+            return GridSplit(reason="the kernel has a grid of one block")
+        cores = min(cores, blocks)  # a core without a block would only cost its launch
     return GridSplit(loops, cores)
 
 
