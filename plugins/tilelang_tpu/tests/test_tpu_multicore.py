@@ -181,23 +181,60 @@ def _gemm_splitk(Mk: int, Nk: int, K: int, split: int) -> Any:
 
 
 @pytest.mark.usefixtures("toolchain")
-def test_split_k_atomic_add_stays_on_one_core() -> None:
-    """T.atomic_add is a read-modify-write that is atomic only while one core walks the grid:
-    under cores=8 the kernel is the one-core kernel (same source), and C += A @ B is right."""
+def test_split_k_atomic_add_splits_over_the_output_blocks_only() -> None:
+    """Split-K: the (bx, by) output blocks are split over cores and each core walks every K-slice
+    bz of its blocks in the one-core order, so no two cores add into one region and C += A @ B is
+    bitwise the one-core result (2 x 2 output blocks: cores=8 runs 4 cores).  Against torch: fp32
+    sums of exact fp16 products, 1e-5 relative to the largest entry."""
     Mk, Nk, K, split = 100, 90, 512, 2
-    kernel = tilelang.compile(_gemm_splitk(Mk, Nk, K, split), target="tpu:cores=8")
-    source = kernel.get_kernel_source()
-    assert "set_core_num" not in source and launch_cores(source, 8) == 1
-    device_mod, tvm_target = _device_module(_gemm_splitk(Mk, Nk, K, split))
-    assert codegen.generate(device_mod, tvm_target, "bm1690", cores=1) == source
+    kernels = {cores: tilelang.compile(_gemm_splitk(Mk, Nk, K, split), target=f"tpu:cores={cores}") for cores in (1, 8)}
+    source = kernels[8].get_kernel_source()
+    assert "ppl::set_core_num(4);" in source and "int grid_blocks = (2) * (2);" in source and "for (int bz = 0; bz < 2; ++bz)" in source
     torch.manual_seed(2)
     a, b = torch.randn(Mk, K).half(), torch.randn(K, Nk).half()
     a0, b0 = a.clone(), b.clone()
-    c = torch.randn(Mk, Nk)
-    expected = c + a.float() @ b.float()
-    kernel(a, b, c)
-    _untouched([a, b], [a0, b0])
-    assert float((c - expected).abs().max() / expected.abs().max()) < 1e-5
+    c0 = torch.randn(Mk, Nk)
+    expected = c0 + a.float() @ b.float()
+    results = {}
+    for cores, kernel in kernels.items():
+        c = c0.clone()
+        kernel(a, b, c)
+        _untouched([a, b], [a0, b0])
+        assert float((c - expected).abs().max() / expected.abs().max()) < 1e-5
+        results[cores] = c
+    assert torch.equal(results[8], results[1]), "the multi-core result differs from one core"
+
+
+def _atomic_form(form: str) -> Any:
+    """A split-K-like kernel whose T.atomic_add regions are *not* separated by every grid loop."""
+
+    @T.prim_func
+    def atomic_form(A: T.Tensor((128, 96), "float32"), C: T.Tensor((128, 96), "float32")):
+        with T.Kernel(2, 2, 3, threads=1) as (bx, by, _bz):
+            c = T.alloc_fragment((64, 48), "float32")
+            T.copy(A[by * 64, bx * 48], c)
+            if form == "same_region":  # every block adds into C[0:64, 0:48]
+                T.atomic_add(C[0, 0], c)
+            elif form == "overlapping_rows":  # by's regions overlap (rows by*32 .. by*32+63); bx's do not
+                T.atomic_add(C[by * 32, bx * 48], c)
+            else:  # C is also read by a plain copy
+                T.copy(C[by * 64, bx * 48], c)
+                T.atomic_add(C[by * 64, bx * 48], c)
+
+    return atomic_form
+
+
+@pytest.mark.parametrize(
+    ("form", "split"),
+    [("same_region", None), ("overlapping_rows", "int grid_blocks = (2);"), ("also_read", None)],
+)
+def test_atomic_add_regions_that_two_cores_could_share_stay_on_one_core(form: str, split: str | None) -> None:
+    """Only grid loops whose blocks add into disjoint regions are split; the rest run whole on one core."""
+    source = codegen.generate(*_device_module(_atomic_form(form)), "bm1690", cores=8)
+    if split is None:
+        assert "set_core_num" not in source
+    else:
+        assert "ppl::set_core_num(2);" in source and split in source and "for (int by = 0; by < 2; ++by)" in source
 
 
 def _device_module(func: Any) -> tuple[Any, Any]:

@@ -5,8 +5,8 @@ other, so a read-modify-write of the destination region is atomic with respect t
 every other block: load the region (clipped at the tensor's edge like ``T.copy``)
 into a scratch tile, ``tiu::fadd`` the tile, store it back.  This is the documented
 equivalent of TileLang's tile-region atomic add on this target.  Under ``tpu:cores=N``
-such a kernel keeps the whole grid on one core (:func:`codegen_multicore.grid_split`),
-because two cores adding into one region would race.
+only the grid loops whose blocks add into disjoint regions are split over cores
+(:func:`codegen_multicore.grid_split`): two cores adding into one region would race.
 """
 
 from __future__ import annotations

@@ -58,9 +58,12 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "codegen_multicore",
     ),
     Construct(
-        "`tpu:cores=N` (N > 1) for a kernel with `T.atomic_add`",
-        "the kernel runs on one core (the same source as `cores=1`): its read-modify-write is atomic only while one "
-        "core walks the grid",
+        "`tpu:cores=N` (N > 1) for a kernel with `T.atomic_add` (split-K GEMM)",
+        "the read-modify-write is atomic only while one core walks the blocks that add into a region, so only the outer "
+        "grid loops that separate the regions are split (split-K's `bx`, `by`; each core walks every K-slice `bz` of its "
+        "blocks in the one-core order, so the sums are bitwise those of one core). A loop is split when every "
+        "`T.atomic_add` destination index has a dimension `c * v + k` with `k` free of grid variables and `|c|` at least "
+        "the region's extent, and the destination is used by nothing else. Otherwise the kernel runs on one core",
         "codegen_multicore",
     ),
     Construct(
@@ -222,7 +225,8 @@ CONSTRUCTS: tuple[Construct, ...] = (
     # ------------------------------------------------------------------ atomic add
     Construct(
         "`T.atomic_add(C[by * BM, bx * BN], c_tile)` (tile region; split-K GEMM)",
-        "the grid runs on one core, block after block (also under `tpu:cores=N`), so a read-modify-write is atomic: `dma::load` the region (clipped "
+        "the blocks adding into a region run on one core, one after another (under `tpu:cores=N` too, see above), so a "
+        "read-modify-write is atomic: `dma::load` the region (clipped "
         "like `T.copy`) into a scratch tile, `tiu::fadd` the tile, `dma::store` it back. Tile and tensor of the same "
         "float dtype; the clipped read needs no zero fill (the overhang is never stored). Element-wise `T.atomic_add` in "
         "`T.Parallel` is refused by name",

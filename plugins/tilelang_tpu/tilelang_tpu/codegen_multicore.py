@@ -15,8 +15,9 @@ more than the others.  A grid of fewer blocks than ``N`` (known at compile time)
 launched on one core per block.  Blocks are
 independent, so any split gives the one-core results -- except where blocks share
 memory on purpose: ``T.atomic_add`` is a read-modify-write that is atomic only
-because one core walks the grid (:mod:`tilelang_tpu.codegen_atomic`), so a kernel
-that uses it keeps the whole grid on one core (:func:`grid_split`).
+while one core walks the blocks that add into a region (:mod:`tilelang_tpu.codegen_atomic`),
+so a kernel that uses it is split only over the outer grid loops that separate the
+regions, or else runs on one core (:func:`grid_split`).
 """
 
 from __future__ import annotations
@@ -109,8 +110,11 @@ def grid_split(body: Any, cores: int) -> GridSplit:
         body, lambda n: atomics.append(n) if isinstance(n, tirx.Call) and op_name(n) == "tl.tileop.atomicadd" else None
     )
     if atomics:
-        # Two cores adding into one region would race (codegen_atomic's read-modify-write).
-        return GridSplit(reason="T.atomic_add is atomic only while one core walks the grid")
+        # Two cores adding into one region would race (codegen_atomic's read-modify-write):
+        # split only over the grid loops that separate the regions (split-K's bx, by).
+        loops, reason = _atomic_safe_loops(body, loops, atomics)
+        if not loops:
+            return GridSplit(reason=reason)
     if all(isinstance(loop.extent, tirx.IntImm) for loop in loops):
         blocks = 1
         for loop in loops:
@@ -119,6 +123,80 @@ def grid_split(body: Any, cores: int) -> GridSplit:
             return GridSplit(reason="the kernel has a grid of one block")
         cores = min(cores, blocks)  # a core without a block would only cost its launch
     return GridSplit(loops, cores)
+
+
+def _atomic_safe_loops(body: Any, loops: tuple[Any, ...], atomics: list[Any]) -> tuple[tuple[Any, ...], str]:
+    """The outer grid loops a kernel with ``T.atomic_add`` can be split over, or ``()`` and why not.
+
+    Blocks that add into one region must stay on one core, in the one-core order
+    (which also keeps the sums bitwise those of one core).  So the split covers the
+    outermost grid loops down to the first one whose variable no destination index
+    uses (split-K's ``bz``, walked whole by each core), and only if every
+    destination tensor is written by one form of ``T.atomic_add`` alone (no other
+    reads or writes of it) whose index separates those loops: for each split
+    variable ``v`` some dimension's index is ``c * v + k``, with ``k`` free of grid
+    variables and ``|c|`` at least the region's extent there.  Then blocks of two
+    cores differ in some ``v`` and their regions are disjoint.
+    """
+    from tvm import arith, ir, tirx
+
+    from tilelang_tpu.codegen_ir import region
+
+    one_core = "T.atomic_add is atomic only while one core walks the grid"
+    grid_vars = [loop.loop_var for loop in loops]
+    destinations: dict[Any, tuple[list[Any], list[Any]]] = {}
+    for call in atomics:
+        dst, mins, extents = region(call.args[1])
+        # The region written is the value tile's (a BufferLoad destination has extents 1).
+        tile_extents = list(region(call.args[0])[2])
+        if len(tile_extents) > len(extents):
+            return (), one_core
+        aligned = [tirx.const(1, "int32")] * (len(extents) - len(tile_extents)) + tile_extents
+        extents = [arith.Analyzer().simplify(tirx.max(e, t)) for e, t in zip(extents, aligned, strict=True)]
+        known = destinations.setdefault(dst.data, (mins, extents))
+        if not (ir.structural_equal(known[0], mins) and ir.structural_equal(known[1], extents)):
+            return (), f"{one_core} (two T.atomic_add forms write {dst.name})"
+
+    def touches(node: Any) -> list[Any]:
+        found: list[Any] = []
+        tirx.stmt_functor.post_order_visit(
+            node,
+            lambda n: found.append(n) if isinstance(n, (tirx.BufferLoad, tirx.BufferStore)) and n.buffer.data in destinations else None,
+        )
+        return found
+
+    if len(touches(body)) != sum(len(touches(tirx.Evaluate(call.args[1]))) for call in atomics):
+        return (), f"{one_core} (its destination is also read or written otherwise)"
+
+    split: list[Any] = []
+    for loop in loops:
+        var = loop.loop_var
+        if not any(_mentions(m, var) for mins, _ in destinations.values() for m in mins):
+            break
+        for mins, extents in destinations.values():
+            if not any(_separates(m, e, var, grid_vars, arith) for m, e in zip(mins, extents, strict=False)):
+                return tuple(split), f"{one_core} (its regions do not separate the grid's blocks)"
+        split.append(loop)
+    return tuple(split), one_core
+
+
+def _mentions(expr: Any, var: Any) -> bool:
+    from tvm import tirx
+
+    found: list[Any] = []
+    tirx.stmt_functor.post_order_visit(expr, lambda n: found.append(n) if isinstance(n, tirx.Var) and n.same_as(var) else None)
+    return bool(found)
+
+
+def _separates(index: Any, extent: Any, var: Any, grid_vars: list[Any], arith: Any) -> bool:
+    """Whether ``index`` is ``c * var + k`` with ``k`` free of grid variables and ``|c| >= extent``."""
+    from tvm import tirx
+
+    coefficients = arith.detect_linear_equation(index, [var])
+    if len(coefficients) != 2 or not isinstance(extent, tirx.IntImm):
+        return False
+    coefficient, base = coefficients
+    return isinstance(coefficient, tirx.IntImm) and abs(int(coefficient)) >= int(extent) and not any(_mentions(base, g) for g in grid_vars)
 
 
 def emit_split_grid(em: Emitter, split: GridSplit) -> None:
