@@ -1,6 +1,6 @@
 """tilelang-tpu: one kernel on 1 vs 2, 4 and 8 BM1690 cores (``tpu:cores=N``), side by side on the emulator.
 
-    python benchmarks/tpu_multicore.py [--runs 5] [--cores 1 2 4 8] [--kernels add matmul softmax]
+    python benchmarks/tpu_multicore.py [--runs 5] [--cores 1 2 4 8] [--kernels add small_add matmul softmax]
 
 Needs the SophGo toolchain (`tilelang-tpu toolchain install`).  Each kernel is
 compiled once per core count; every build is first checked against torch and
@@ -49,6 +49,20 @@ def _kernels(T: Any) -> dict[str, tuple[Any, Callable[..., Any], list[tuple[tupl
                 c[i, j] = a[i, j] * b[i, j] + a[i, j]
             T.copy(c, C[by * 64, bx * 256])
 
+    m, n = 130, 200  # the size of the test suite's kernels: 2 x 3 blocks
+
+    @T.prim_func
+    def small_add(A: T.Tensor((m, n), "float32"), B: T.Tensor((m, n), "float32"), C: T.Tensor((m, n), "float32")):
+        with T.Kernel(T.ceildiv(n, 128), T.ceildiv(m, 64), threads=1) as (bx, by):
+            a = T.alloc_shared((64, 128), "float32")
+            b = T.alloc_shared((64, 128), "float32")
+            c = T.alloc_fragment((64, 128), "float32")
+            T.copy(A[by * 64, bx * 128], a)
+            T.copy(B[by * 64, bx * 128], b)
+            for i, j in T.Parallel(64, 128):
+                c[i, j] = a[i, j] * b[i, j] + a[i, j]
+            T.copy(c, C[by * 64, bx * 128])
+
     S = 512
 
     @T.prim_func
@@ -84,6 +98,7 @@ def _kernels(T: Any) -> dict[str, tuple[Any, Callable[..., Any], list[tuple[tupl
 
     return {
         "add": (add, lambda a, b: a * b + a, [((M, N), "float32")] * 3),
+        "small_add": (small_add, lambda a, b: a * b + a, [((m, n), "float32")] * 3),
         "matmul": (matmul, lambda a, b: a.float() @ b.float(), [((S, S), "float16")] * 2 + [((S, S), "float32")]),
         "softmax": (softmax, lambda x: torch.softmax(x, dim=1), [((R, W), "float32")] * 2),
     }
@@ -113,7 +128,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="timed launches per core count (median reported)")
     parser.add_argument("--cores", type=int, nargs="+", default=[1, 2, 4, 8])
-    parser.add_argument("--kernels", nargs="+", default=["add", "matmul", "softmax"])
+    parser.add_argument("--kernels", nargs="+", default=["add", "small_add", "matmul", "softmax"])
     args = parser.parse_args()
     from tilelang_tpu import setup
 
@@ -169,10 +184,10 @@ def _run(args: argparse.Namespace) -> None:
                 if pid is not None:
                     threads[n] = len(os.listdir(f"/proc/{pid}/task"))
         base = statistics.median(walls[1])
-        blocks = {"add": 4 * 16, "matmul": 16, "softmax": 16}[name]
+        blocks = {"add": 4 * 16, "small_add": 6, "matmul": 16, "softmax": 16}[name]
         for n in cores:
             wall = statistics.median(walls[n])
-            share = f"{-(-blocks // n)}" if blocks >= n else "1 (idle cores)"
+            share = f"{-(-blocks // n)}" + (f" ({blocks} cores)" if blocks < n else "")
             ratio = statistics.median(c / w for c, w in zip(cpus[n], walls[n], strict=True))
             print(f"{name:<9} {n:>5} {share:>11} {wall * 1e3:>9.1f} {wall / base:>8.2f}x {ratio:>15.2f} {threads.get(n, 0):>7}")
 
