@@ -278,7 +278,8 @@ def test_only_the_grid_is_split_never_a_serial_loop_nor_a_one_block_grid() -> No
 
 
 def test_cores_are_validated_against_the_chip() -> None:
-    assert target.check_cores("bm1690", 8) == 8
+    assert target.cores_of("bm1690", "max") == 8 and target.cores_of("bm1684x", "max") == 1  # the default
+    assert target.cores_of("bm1690", "3") == 3
     with pytest.raises(TargetOptionError, match=r"chip bm1690 cannot run a kernel on cores=9: it has 8 TPU cores"):
         target.check_cores("bm1690", 9)
     with pytest.raises(TargetOptionError, match=r"chip bm1684x cannot run a kernel on cores=2: .*tpu_kernel_launch"):

@@ -21,7 +21,7 @@ def test_target_forms_resolve_with_chip_and_mode() -> None:
     assert tilecore.resolve_target("tpu:bm1684x")["chip"] == "bm1684x"
     assert tilecore.resolve_target("sophgo:bm1684x")["chip"] == "bm1684x"
     explicit = tilecore.resolve_target({"kind": "tpu", "chip": "bm1684x", "mode": "cmodel"})
-    assert str(explicit) == "tpu:chip=bm1684x,mode=cmodel,cores=1" and explicit.device == "cpu"
+    assert str(explicit) == "tpu:chip=bm1684x,mode=cmodel,cores=max" and explicit.device == "cpu"
     assert explicit.distribution == "tilelang-tpu"
 
 

@@ -103,15 +103,17 @@ def _build(device_mod: Any, tvm_target: Any) -> Any:
     """``target.build.tilelang_ppl``: a TVM source module holding the PPL text."""
     import tvm_ffi
 
-    chip, cores = "bm1690", 1
+    from tilelang_tpu.target import DEFAULT_CORES, cores_of
+
+    chip, cores = "bm1690", DEFAULT_CORES
     libs = tvm_target.attrs.get("libs", ()) if tvm_target is not None else ()
     for lib in libs:
         key, _, value = str(lib).partition("=")
         if key == "chip":
             chip = value
-        elif key == "cores" and value.isdigit():
-            cores = int(value)
-    return tvm_ffi.get_global_func("runtime.SourceModuleCreate")(generate(device_mod, tvm_target, chip, cores), "ppl")
+        elif key == "cores":
+            cores = value
+    return tvm_ffi.get_global_func("runtime.SourceModuleCreate")(generate(device_mod, tvm_target, chip, cores_of(chip, cores)), "ppl")
 
 
 def register_build_function() -> None:

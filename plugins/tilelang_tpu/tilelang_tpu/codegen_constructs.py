@@ -45,12 +45,13 @@ CONSTRUCTS: tuple[Construct, ...] = (
     # ------------------------------------------------------------------ control flow / storage
     Construct(
         "`T.Kernel(gx, gy, ...)` grid",
-        "nested `for` loops over the block indices (one core walks the grid; `tpu:cores=N` splits it, next row). The "
+        "nested `for` loops over the block indices, walked by one core under `tpu:cores=1` (the default splits them "
+        "over every core, next row). The "
         "innermost starts with `ppl::enable_pipeline()` when that is safe (see the performance notes)",
         "codegen_emit",
     ),
     Construct(
-        "the grid under `target='tpu:cores=N'` (BM1690: N = 1..8)",
+        "the grid under `target='tpu:cores=N'` (BM1690: N = 1..8; the default `cores=max` is 8)",
         "`ppl::set_core_num(N)`; the grid loops become one loop over the flattened grid, and core "
         "`ppl::get_core_index()` walks one contiguous chunk of it (the first `blocks % N` cores one block more). A grid "
         "of fewer blocks than N runs on one core per block, a grid of one block on one core. The runtime launches "

@@ -25,9 +25,9 @@ def tilecore_declare_targets():
 @hookimpl
 def tilecore_setup(target: ResolvedTarget):
     from tilelang_tpu import setup
-    from tilelang_tpu.target import check_cores
+    from tilelang_tpu.target import cores_of
 
-    check_cores(target["chip"], int(target["cores"]))
+    cores_of(target["chip"], target["cores"])  # a count beyond the chip is refused before anything is built
     return setup.find_toolchain().as_toolchain()
 
 
@@ -41,8 +41,9 @@ def tilecore_lower(target: ResolvedTarget, mod: Any, tvm_target: Any):
 @hookimpl
 def tilecore_codegen(target: ResolvedTarget, device_mod: Any, tvm_target: Any):
     from tilelang_tpu import codegen
+    from tilelang_tpu.target import cores_of
 
-    return codegen.generate(device_mod, tvm_target, target["chip"], int(target["cores"]))
+    return codegen.generate(device_mod, tvm_target, target["chip"], cores_of(target["chip"], target["cores"]))
 
 
 @hookimpl

@@ -36,9 +36,11 @@ MODE_ENV = "TILELANG_TPU_MODE"
 #: TPU cores a kernel's grid can be split over, per chip.  BM1690 has 8 (tpuRtKernelLaunch's
 #: block_num); BM1684X kernels launch through bmlib's tpu_kernel_launch, which has no core count.
 CHIP_CORES: Mapping[str, int] = {"bm1690": 8, "bm1684x": 1}
-#: One core: on the emulator, the only place kernels run today, more cores cost wall time
-#: (docs/benchmarks/tpu.md, "Multi-core"); a card would want every core.
-DEFAULT_CORES = "1"
+#: ``cores=max``: every core of the chip.  The default: on the emulator a kernel's wall time
+#: falls to 0.36-0.90x of one core's with 8 (docs/benchmarks/tpu.md, "Multi-core"), and a
+#: card runs its cores in parallel.
+MAX_CORES = "max"
+DEFAULT_CORES = MAX_CORES
 
 #: PPL chip codes, used when the toolchain has no ``deps/chip/chip_map.json``.
 FALLBACK_CHIP_CODES: Mapping[str, str] = {"bm1690": "tpub_7_1", "bm1684x": "tpu_6_0"}
@@ -77,6 +79,11 @@ def default_mode() -> str:
         return explicit
     nodes, library = card_runtime()
     return "pcie" if nodes and library else "cmodel"
+
+
+def cores_of(chip: str, value: str) -> int:
+    """The core count the ``cores`` option's ``value`` means on ``chip`` (``max``: all of them)."""
+    return CHIP_CORES.get(chip, 1) if value == MAX_CORES else check_cores(chip, int(value))
 
 
 def check_cores(chip: str, cores: int) -> int:
@@ -143,9 +150,9 @@ TARGET = TargetSpec(
         ),
         TargetOption(
             "cores",
-            "TPU cores the T.Kernel grid is split over (BM1690: 1..8; BM1684X: 1). Kernels using T.atomic_add, "
-            f"and grids of one block, run on one core. Default {DEFAULT_CORES}.",
-            pattern=r"[1-9][0-9]?",
+            f"TPU cores the T.Kernel grid is split over: {MAX_CORES} (every core of the chip) or a count (BM1690: 1..8; "
+            "BM1684X: 1). Blocks that T.atomic_add into one region stay on one core.",
+            pattern=rf"[1-9][0-9]?|{MAX_CORES}",
             default=DEFAULT_CORES,
         ),
     ),
