@@ -217,6 +217,9 @@ def _atomic_form(form: str) -> Any:
                 T.atomic_add(C[0, 0], c)
             elif form == "overlapping_rows":  # by's regions overlap (rows by*32 .. by*32+63); bx's do not
                 T.atomic_add(C[by * 32, bx * 48], c)
+            elif form == "inner_loop":  # block by adds rows by*64 .. by*64+95: by's regions overlap
+                for i in T.serial(2):
+                    T.atomic_add(C[by * 64 + i * 32, bx * 48], c)
             else:  # C is also read by a plain copy
                 T.copy(C[by * 64, bx * 48], c)
                 T.atomic_add(C[by * 64, bx * 48], c)
@@ -226,7 +229,7 @@ def _atomic_form(form: str) -> Any:
 
 @pytest.mark.parametrize(
     ("form", "split"),
-    [("same_region", None), ("overlapping_rows", "int grid_blocks = (2);"), ("also_read", None)],
+    [("same_region", None), ("overlapping_rows", "int grid_blocks = (2);"), ("inner_loop", "int grid_blocks = (2);"), ("also_read", None)],
 )
 def test_atomic_add_regions_that_two_cores_could_share_stay_on_one_core(form: str, split: str | None) -> None:
     """Only grid loops whose blocks add into disjoint regions are split; the rest run whole on one core."""

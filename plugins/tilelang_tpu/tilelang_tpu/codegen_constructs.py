@@ -63,7 +63,7 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "the read-modify-write is atomic only while one core walks the blocks that add into a region, so only the outer "
         "grid loops that separate the regions are split (split-K's `bx`, `by`; each core walks every K-slice `bz` of its "
         "blocks in the one-core order, so the sums are bitwise those of one core). A loop is split when every "
-        "`T.atomic_add` destination index has a dimension `c * v + k` with `k` free of grid variables and `|c|` at least "
+        "`T.atomic_add` destination index has a dimension `c * v + k` with a constant `k` and `|c|` at least "
         "the region's extent, and the destination is used by nothing else. Otherwise the kernel runs on one core",
         "codegen_multicore",
     ),

@@ -134,8 +134,8 @@ def _atomic_safe_loops(body: Any, loops: tuple[Any, ...], atomics: list[Any]) ->
     uses (split-K's ``bz``, walked whole by each core), and only if every
     destination tensor is written by one form of ``T.atomic_add`` alone (no other
     reads or writes of it) whose index separates those loops: for each split
-    variable ``v`` some dimension's index is ``c * v + k``, with ``k`` free of grid
-    variables and ``|c|`` at least the region's extent there.  Then blocks of two
+    variable ``v`` some dimension's index is ``c * v + k``, with a constant ``k`` and
+    ``|c|`` at least the region's extent there.  Then blocks of two
     cores differ in some ``v`` and their regions are disjoint.
     """
     from tvm import arith, ir, tirx
@@ -143,7 +143,6 @@ def _atomic_safe_loops(body: Any, loops: tuple[Any, ...], atomics: list[Any]) ->
     from tilelang_tpu.codegen_ir import region
 
     one_core = "T.atomic_add is atomic only while one core walks the grid"
-    grid_vars = [loop.loop_var for loop in loops]
     destinations: dict[Any, tuple[list[Any], list[Any]]] = {}
     for call in atomics:
         dst, mins, extents = region(call.args[1])
@@ -174,7 +173,7 @@ def _atomic_safe_loops(body: Any, loops: tuple[Any, ...], atomics: list[Any]) ->
         if not any(_mentions(m, var) for mins, _ in destinations.values() for m in mins):
             break
         for mins, extents in destinations.values():
-            if not any(_separates(m, e, var, grid_vars, arith) for m, e in zip(mins, extents, strict=False)):
+            if not any(_separates(m, e, var, arith) for m, e in zip(mins, extents, strict=False)):
                 return tuple(split), f"{one_core} (its regions do not separate the grid's blocks)"
         split.append(loop)
     return tuple(split), one_core
@@ -188,15 +187,19 @@ def _mentions(expr: Any, var: Any) -> bool:
     return bool(found)
 
 
-def _separates(index: Any, extent: Any, var: Any, grid_vars: list[Any], arith: Any) -> bool:
-    """Whether ``index`` is ``c * var + k`` with ``k`` free of grid variables and ``|c| >= extent``."""
+def _separates(index: Any, extent: Any, var: Any, arith: Any) -> bool:
+    """Whether ``index`` is ``c * var + k`` with a constant ``k`` and ``|c| >= extent``.
+
+    ``k`` must be a constant, not merely free of grid variables: a loop variable inside
+    the block (``C[by * 64 + i * 32, ...]``) widens a block's regions into the next block's.
+    """
     from tvm import tirx
 
     coefficients = arith.detect_linear_equation(index, [var])
     if len(coefficients) != 2 or not isinstance(extent, tirx.IntImm):
         return False
     coefficient, base = coefficients
-    return isinstance(coefficient, tirx.IntImm) and abs(int(coefficient)) >= int(extent) and not any(_mentions(base, g) for g in grid_vars)
+    return isinstance(coefficient, tirx.IntImm) and isinstance(base, tirx.IntImm) and abs(int(coefficient)) >= int(extent)
 
 
 def emit_split_grid(em: Emitter, split: GridSplit) -> None:
