@@ -86,9 +86,15 @@ def grid_loops(body: Any) -> tuple[Any, ...]:
     """The grid loops of a kernel body, outermost first (``()`` if the body is not one grid loop nest)."""
     from tvm import tirx
 
-    stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
-    rest = [s for s in stmts if not isinstance(s, tirx.DeclBuffer) and not is_ret(s)]
-    if len(rest) != 1 or not is_marked_grid_loop(rest[0]):
+    while True:
+        stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
+        rest = [s for s in stmts if not isinstance(s, tirx.DeclBuffer) and not is_ret(s)]
+        if len(rest) != 1:
+            return ()
+        if not isinstance(rest[0], tirx.AttrStmt):
+            break
+        body = rest[0].body  # an annotation around the grid (tl.assume of symbolic shapes): emitted as its body
+    if not is_marked_grid_loop(rest[0]):
         return ()
     loops = [rest[0]]
     while is_marked_grid_loop(loops[-1].body):
