@@ -187,13 +187,17 @@ def _run(args: argparse.Namespace) -> None:
     from tilecore.launch import Launcher
 
     toolchain = setup.find_toolchain()
-    target = tilecore.resolve_target({"kind": "tpu", "chip": args.chip})
+    # One core on both sides: the hand-written twins walk the grid on one core, so the
+    # generated kernels must too for a like-for-like ratio (benchmarks/tpu_multicore.py
+    # measures the core split).
+    tpu_target = {"kind": "tpu", "chip": args.chip, "cores": "1"}
+    target = tilecore.resolve_target(tpu_target)
     rows = []
     for name, func in _kernels(T).items():
         if args.kernels and name not in args.kernels:
             continue
         make_inputs, reference, tol = _cases(torch)[name]
-        generated = tilelang.compile(func, target={"kind": "tpu", "chip": args.chip}, out_idx=[-1])
+        generated = tilelang.compile(func, target=tpu_target, out_idx=[-1])
         if args.show_source:
             print(f"---- generated PPL: {name}\n{generated.get_kernel_source()}")
         params = generated.adapter.kernel.params  # same signature for the twin

@@ -48,7 +48,7 @@ def test_compile_add_runs_on_the_emulator(toolchain: setup.TpuToolchain, chip: s
     torch.testing.assert_close(kernel(a, b), a + b, rtol=0, atol=0)
     runner = kernel.adapter.launcher.adapter  # the tilelang-tpu adapter behind tilecore's launcher
     assert (runner.chip, runner.mode) == (chip, "cmodel")
-    assert str(kernel.adapter.kernel.target) == f"tpu:chip={chip},mode=cmodel"
+    assert str(kernel.adapter.kernel.target) == f"tpu:chip={chip},mode=cmodel,cores=max"
     assert "__KERNEL__ void main_kernel(" in kernel.get_kernel_source()
 
 

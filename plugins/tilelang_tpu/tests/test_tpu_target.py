@@ -17,11 +17,11 @@ from tilecore import TargetOptionError, TensorParam, ToolchainError
 
 def test_target_forms_resolve_with_chip_and_mode() -> None:
     default = tilecore.resolve_target("tpu")
-    assert dict(default.options) == {"chip": "bm1690", "mode": target.default_mode()}
+    assert dict(default.options) == {"chip": "bm1690", "mode": target.default_mode(), "cores": target.DEFAULT_CORES}
     assert tilecore.resolve_target("tpu:bm1684x")["chip"] == "bm1684x"
     assert tilecore.resolve_target("sophgo:bm1684x")["chip"] == "bm1684x"
     explicit = tilecore.resolve_target({"kind": "tpu", "chip": "bm1684x", "mode": "cmodel"})
-    assert str(explicit) == "tpu:chip=bm1684x,mode=cmodel" and explicit.device == "cpu"
+    assert str(explicit) == "tpu:chip=bm1684x,mode=cmodel,cores=max" and explicit.device == "cpu"
     assert explicit.distribution == "tilelang-tpu"
 
 

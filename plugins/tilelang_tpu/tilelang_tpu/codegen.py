@@ -51,8 +51,12 @@ def kernel_functions(device_mod: Any) -> list[tuple[str, Any]]:
     return out
 
 
-def generate(device_mod: Any, tvm_target: Any, chip: str) -> str:
-    """PPL source of the single kernel in ``device_mod`` for ``chip`` (a ppl-compile chip name)."""
+def generate(device_mod: Any, tvm_target: Any, chip: str, cores: int = 1) -> str:
+    """PPL source of the single kernel in ``device_mod`` for ``chip`` (a ppl-compile chip name),
+    its grid split over ``cores`` TPU cores where that is safe (:mod:`tilelang_tpu.codegen_multicore`)."""
+    from tilelang_tpu.target import check_cores
+
+    check_cores(chip, cores)
     kernels = kernel_functions(device_mod)
     if len(kernels) != 1:
         names = ", ".join(n for n, _ in kernels) or "none"
@@ -66,7 +70,7 @@ def generate(device_mod: Any, tvm_target: Any, chip: str) -> str:
     # The runtime knows the kernel by the user's prim_func name (abi.py).
     name = str(func.attrs[abi.KERNEL_NAME_ATTR]) if func.attrs is not None and abi.KERNEL_NAME_ATTR in func.attrs else device_name
     entry = abi.entry_name(name)
-    emitter = Emitter(func)
+    emitter = Emitter(func, cores=cores)
     try:
         params = emitter.params()
         emitter.run()
@@ -95,6 +99,10 @@ def generate(device_mod: Any, tvm_target: Any, chip: str) -> str:
         "",
         f"__KERNEL__ void {entry}({signature}) {{",
     ]
+    if emitter.split.loops:
+        # Every core runs this kernel; each walks its own chunk of the grid (the runtime
+        # launches as many cores as set_core_num says: codegen_multicore.launch_cores).
+        header.append(f"  ppl::set_core_num({emitter.split.cores});")
     return "\n".join(header + emitter.lines + ["}", ""])
 
 
@@ -102,13 +110,17 @@ def _build(device_mod: Any, tvm_target: Any) -> Any:
     """``target.build.tilelang_ppl``: a TVM source module holding the PPL text."""
     import tvm_ffi
 
-    chip = "bm1690"
+    from tilelang_tpu.target import DEFAULT_CORES, cores_of
+
+    chip, cores = "bm1690", DEFAULT_CORES
     libs = tvm_target.attrs.get("libs", ()) if tvm_target is not None else ()
     for lib in libs:
         key, _, value = str(lib).partition("=")
         if key == "chip":
             chip = value
-    return tvm_ffi.get_global_func("runtime.SourceModuleCreate")(generate(device_mod, tvm_target, chip), "ppl")
+        elif key == "cores":
+            cores = value
+    return tvm_ffi.get_global_func("runtime.SourceModuleCreate")(generate(device_mod, tvm_target, chip, cores_of(chip, cores)), "ppl")
 
 
 def register_build_function() -> None:

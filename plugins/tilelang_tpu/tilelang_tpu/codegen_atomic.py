@@ -4,8 +4,9 @@ The tpu target runs the whole ``T.Kernel`` grid on one core, one block after the
 other, so a read-modify-write of the destination region is atomic with respect to
 every other block: load the region (clipped at the tensor's edge like ``T.copy``)
 into a scratch tile, ``tiu::fadd`` the tile, store it back.  This is the documented
-equivalent of TileLang's tile-region atomic add on this target; it would have to
-become a real atomic (or a per-split reduction) once the grid is split over cores.
+equivalent of TileLang's tile-region atomic add on this target.  Under ``tpu:cores=N``
+only the grid loops whose blocks add into disjoint regions are split over cores
+(:func:`codegen_multicore.grid_split`): two cores adding into one region would race.
 """
 
 from __future__ import annotations

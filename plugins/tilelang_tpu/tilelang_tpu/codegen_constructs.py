@@ -45,9 +45,34 @@ CONSTRUCTS: tuple[Construct, ...] = (
     # ------------------------------------------------------------------ control flow / storage
     Construct(
         "`T.Kernel(gx, gy, ...)` grid",
-        "nested `for` loops over the block indices (one core walks the grid). The innermost starts with "
-        "`ppl::enable_pipeline()` when that is safe (see the performance notes)",
+        "nested `for` loops over the block indices, walked by one core under `tpu:cores=1` (the default splits them "
+        "over every core, next row). The "
+        "innermost starts with `ppl::enable_pipeline()` when that is safe (see the performance notes)",
         "codegen_emit",
+    ),
+    Construct(
+        "the grid under `target='tpu:cores=N'` (BM1690: N = 1..8; the default `cores=max` is 8)",
+        "`ppl::set_core_num(N)`; the grid loops become one loop over the flattened grid, and core "
+        "`ppl::get_core_index()` walks one contiguous chunk of it (the first `blocks % N` cores one block more). A grid "
+        "of fewer blocks than N runs on one core per block, a grid of one block on one core. The runtime launches "
+        "exactly the library's `set_core_num` cores (`tpuRtKernelLaunch` `block_num`). Results are bitwise those of one core",
+        "codegen_multicore",
+    ),
+    Construct(
+        "`tpu:cores=N` (N > 1) for a kernel with `T.atomic_add` (split-K GEMM)",
+        "the read-modify-write is atomic only while one core walks the blocks that add into a region, so only the outer "
+        "grid loops that separate the regions are split (split-K's `bx`, `by`; each core walks every K-slice `bz` of its "
+        "blocks in the one-core order, so the sums are bitwise those of one core). A loop is split when every "
+        "`T.atomic_add` destination index has a dimension `c * v + k` with a constant `k` and `|c|` at least "
+        "the region's extent, and the destination is used by nothing else. Otherwise the kernel runs on one core",
+        "codegen_multicore",
+    ),
+    Construct(
+        "`tpu:cores=N` beyond the chip (BM1690: N > 8; BM1684X: N > 1)",
+        "refused with a `TargetOptionError` naming the chip: BM1684X kernels launch through bmlib's `tpu_kernel_launch`, "
+        "which has no core count",
+        "codegen_multicore",
+        REFUSED,
     ),
     Construct(
         "tensor parameters (`T.Tensor`, static or symbolic shape, fp32/fp16/bf16/int*), in any order, used or not",
@@ -332,7 +357,8 @@ CONSTRUCTS: tuple[Construct, ...] = (
     # ------------------------------------------------------------------ atomic add
     Construct(
         "`T.atomic_add(C[by * BM, bx * BN], c_tile)` (tile region; split-K GEMM)",
-        "the grid runs on one core, block after block, so a read-modify-write is atomic: `dma::load` the region (clipped "
+        "the blocks adding into a region run on one core, one after another (under `tpu:cores=N` too, see above), so a "
+        "read-modify-write is atomic: `dma::load` the region (clipped "
         "like `T.copy`) into a scratch tile, `tiu::fadd` the tile, `dma::store` it back. Tile and tensor of the same "
         "float dtype; the clipped read needs no zero fill (the overhang is never stored). Element-wise `T.atomic_add` in "
         "`T.Parallel` is refused by name",

@@ -32,6 +32,7 @@ from tilelang_tpu.codegen_ir import (
     stmt_text,
 )
 from tilelang_tpu.codegen_layout import DTYPES, REDUCE_ALIGN, dim4, offset4, to4
+from tilelang_tpu.codegen_multicore import GridSplit, emit_split_grid, grid_split
 from tilelang_tpu.codegen_plan import KernelPlan, plan_kernel
 from tilelang_tpu.codegen_scalar import ScalarPrinter, Unsupported
 
@@ -53,6 +54,8 @@ class Emitter:
     scalars: dict[Any, str] = field(default_factory=dict)  # local.var data var -> C name
     global_views: dict[tuple[Any, str], str] = field(default_factory=dict)  # (data var, layout) -> gtensor name
     shape_symbols: list[str] = field(default_factory=list)  # symbolic dimensions, in entry order (abi.ShapeSlot)
+    cores: int = 1  # cores the target asks for (tpu:cores=N)
+    split: GridSplit = field(default_factory=GridSplit)  # how the grid runs on them (codegen_multicore)
 
     def __post_init__(self) -> None:
         from tvm import arith
@@ -175,6 +178,7 @@ class Emitter:
 
     def run(self) -> None:
         self.plan = plan_kernel(self.func.body)
+        self.split = grid_split(self.func.body, self.cores)
         self.declare_globals()
         self.stmt(self.func.body)
 
@@ -331,6 +335,9 @@ class Emitter:
         if loop.kind not in (tirx.ForKind.SERIAL, tirx.ForKind.UNROLLED):
             raise self.fail(f"{loop.kind} loop", loop)
         self.stmt_text = f"for {loop.loop_var.name} in range({loop.min}, {loop.min + loop.extent}):"
+        if self.split.loops and loop.same_as(self.split.loops[0]):
+            emit_split_grid(self, self.split)
+            return
         var = self.fresh(loop.loop_var.name)
         self.ids.of_var[loop.loop_var] = var
         lo = self.expr(loop.min)

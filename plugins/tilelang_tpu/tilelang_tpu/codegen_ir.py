@@ -190,10 +190,15 @@ def pipelinable_grid_loop(body: Any) -> Any:
     return None if blockers else loop
 
 
+#: Annotation lowering puts on the serial loops MaterializeKernelLaunch makes of the T.Kernel grid
+#: (tilelang_tpu.codegen_multicore.mark_grid_loops).
+GRID_LOOP = "tilelang_tpu.grid_loop"
+
+
 def is_grid_loop(stmt: Any) -> bool:
     from tvm import tirx
 
-    return isinstance(stmt, tirx.For) and stmt.kind == tirx.ForKind.SERIAL and len(stmt.annotations) == 0
+    return isinstance(stmt, tirx.For) and stmt.kind == tirx.ForKind.SERIAL and set(stmt.annotations) <= {GRID_LOOP}
 
 
 def is_ret(stmt: Any) -> bool:

@@ -158,10 +158,13 @@ def _passes(mod: Any, dummy: Any) -> Any:
     from tvm import tirx
 
     from tilecore.upstream import should_force_let_inline
+    from tilelang_tpu.codegen_multicore import mark_grid_loops
 
     mod = tirx.transform.BindTarget(dummy)(mod)
     # T.Kernel grid -> serial loops over the block indices (a TPU core walks the grid).
     mod = tl.MaterializeKernelLaunch(lower_thread_binding=False, unsupported_annotations=["cluster_dims"])(mod)
+    # Mark those loops now, while they are known for sure: tpu:cores=N splits them over cores.
+    mod = mark_grid_loops(mod)
     if should_force_let_inline():
         mod = tl.LetInline()(mod)
     mod = tl.AddWrapperForSingleBufStore()(mod)

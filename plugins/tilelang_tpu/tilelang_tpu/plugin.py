@@ -30,7 +30,9 @@ def tilecore_declare_targets() -> list[TargetSpec]:
 @hookimpl
 def tilecore_setup(target: ResolvedTarget) -> Toolchain:
     from tilelang_tpu import setup
+    from tilelang_tpu.target import cores_of
 
+    cores_of(target["chip"], target["cores"])  # a count beyond the chip is refused before anything is built
     return setup.find_toolchain().as_toolchain()
 
 
@@ -44,8 +46,9 @@ def tilecore_lower(target: ResolvedTarget, mod: IRModule, tvm_target: Target) ->
 @hookimpl
 def tilecore_codegen(target: ResolvedTarget, device_mod: IRModule, tvm_target: Target) -> str:
     from tilelang_tpu import codegen
+    from tilelang_tpu.target import cores_of
 
-    return codegen.generate(device_mod, tvm_target, target["chip"])
+    return codegen.generate(device_mod, tvm_target, target["chip"], cores_of(target["chip"], target["cores"]))
 
 
 @hookimpl

@@ -46,8 +46,9 @@ from tilecore.artifacts import Artifact, ArtifactStore, KernelFaultError
 from tilecore.host_compiler import find_host_compiler
 from tilecore.paths import cache_dir
 from tilelang_tpu import __version__, abi, emulator
+from tilelang_tpu.codegen_multicore import launch_cores
 from tilelang_tpu.setup import TpuToolchain
-from tilelang_tpu.target import DIST, PCIE_UNSUPPORTED
+from tilelang_tpu.target import CHIP_CORES, DIST, PCIE_UNSUPPORTED
 
 logger = logging.getLogger("tilelang_tpu")
 
@@ -335,7 +336,9 @@ class _Worker:
             raise self._fail(f"the emulator reported an error during {stage}: {reply.get('error')}", where, fault, offset)
         return dict(reply)
 
-    def run(self, library: Path, symbol: str, tensors: tuple[torch.Tensor, ...], where: str, scalars: Sequence[Any] = ()) -> None:
+    def run(
+        self, library: Path, symbol: str, tensors: tuple[torch.Tensor, ...], where: str, scalars: Sequence[Any] = (), cores: int = 1
+    ) -> None:
         sizes = [t.numel() * t.element_size() for t in tensors]
         with self._lock:
             offset = self._log_path.stat().st_size if self._log_path.exists() else 0
@@ -343,6 +346,8 @@ class _Worker:
                 header: dict[str, Any] = {"library": str(library), "symbol": symbol, "sizes": sizes}
                 if scalars:
                     header["scalars"] = list(scalars)  # [slot, dtype, value] of each scalar parameter (abi.py)
+                if cores > 1:
+                    header["cores"] = cores  # a multi-core kernel (codegen_multicore.launch_cores)
                 self._requests.write(json.dumps(header).encode() + b"\n")
                 for tensor, size in zip(tensors, sizes, strict=True):
                     if size:
@@ -429,7 +434,8 @@ class WorkerPool:
         return len(self._workers)
 
     def run(self, key: tuple[str, ...], chip: str, arguments: list[str], toolchain: TpuToolchain,
-            library: Path, symbol: str, tensors: tuple[torch.Tensor, ...], where: str, scalars: Sequence[Any] = ()) -> None:  # fmt: skip
+            library: Path, symbol: str, tensors: tuple[torch.Tensor, ...], where: str, scalars: Sequence[Any] = (),
+            cores: int = 1) -> None:  # fmt: skip
         with self._lock:
             worker = self._workers.get(key)
             if worker is not None and not worker.alive:
@@ -449,7 +455,7 @@ class WorkerPool:
                 self._reaper = threading.Thread(target=self._reap, name="tilelang-tpu-worker-reaper", daemon=True)
                 self._reaper.start()
         try:
-            worker.run(library, symbol, tensors, where, scalars)
+            worker.run(library, symbol, tensors, where, scalars, cores)
         except KernelFaultError:
             with self._lock:
                 if self._workers.get(key) is worker:
@@ -519,6 +525,11 @@ class EmulatorAdapter:
             (len(kernel.params) + k, *next((i, p.shape.index(name)) for i, p in enumerate(kernel.params) if name in p.shape))
             for k, name in enumerate(abi.shape_symbols([p.shape for p in kernel.params]))
         ]
+        try:
+            #: cores to launch on: exactly those the library was compiled for (its set_core_num)
+            self.cores = launch_cores(kernel.source, CHIP_CORES[self.chip])
+        except ValueError as err:
+            raise TilecoreError(f"{self._where}: {err}.") from None
         toolchain.require_libraries(self.chip)
 
     def _key(self) -> tuple[tuple[str, ...], list[str]]:
@@ -538,7 +549,9 @@ class EmulatorAdapter:
                 )
             scalars.append([slot, abi.SHAPE_DTYPE, int(size)])
         try:
-            WORKERS.run(key, self.chip, arguments, self._toolchain, self._build.library, self._symbol, tensors, self._where, scalars)
+            WORKERS.run(
+                key, self.chip, arguments, self._toolchain, self._build.library, self._symbol, tensors, self._where, scalars, self.cores
+            )
         except KernelFaultError:
             forget(self._build)
             raise

@@ -33,6 +33,14 @@ CHIPS = ("bm1690", "bm1684x")
 DEFAULT_CHIP = "bm1690"
 MODES = ("pcie", "cmodel")
 MODE_ENV = "TILELANG_TPU_MODE"
+#: TPU cores a kernel's grid can be split over, per chip.  BM1690 has 8 (tpuRtKernelLaunch's
+#: block_num); BM1684X kernels launch through bmlib's tpu_kernel_launch, which has no core count.
+CHIP_CORES: Mapping[str, int] = {"bm1690": 8, "bm1684x": 1}
+#: ``cores=max``: every core of the chip.  The default: on the emulator a kernel's wall time
+#: falls to 0.36-0.90x of one core's with 8 (docs/benchmarks/tpu.md, "Multi-core"), and a
+#: card runs its cores in parallel.
+MAX_CORES = "max"
+DEFAULT_CORES = MAX_CORES
 
 #: PPL chip codes, used when the toolchain has no ``deps/chip/chip_map.json``.
 FALLBACK_CHIP_CODES: Mapping[str, str] = {"bm1690": "tpub_7_1", "bm1684x": "tpu_6_0"}
@@ -71,6 +79,27 @@ def default_mode() -> str:
         return explicit
     nodes, library = card_runtime()
     return "pcie" if nodes and library else "cmodel"
+
+
+def cores_of(chip: str, value: str) -> int:
+    """The core count the ``cores`` option's ``value`` means on ``chip`` (``max``: all of them)."""
+    return CHIP_CORES.get(chip, 1) if value == MAX_CORES else check_cores(chip, int(value))
+
+
+def check_cores(chip: str, cores: int) -> int:
+    """``cores`` if ``chip`` has that many TPU cores to split a grid over, else a TargetOptionError."""
+    most = CHIP_CORES.get(chip, 1)
+    if not 1 <= cores <= most:
+        why = (
+            "its kernels launch through bmlib's tpu_kernel_launch, which runs a kernel on one core"
+            if most == 1
+            else f"it has {most} TPU cores"
+        )
+        raise TargetOptionError(
+            f"target {TARGET_NAME!r} ({owner()}): chip {chip} cannot run a kernel on cores={cores}: {why}. "
+            f"Use cores=1{f'..{most}' if most > 1 else ''} (e.g. target='{TARGET_NAME}:chip={chip},cores=1')."
+        )
+    return cores
 
 
 def device_of(options: Mapping[str, str]) -> str:
@@ -118,6 +147,13 @@ TARGET = TargetSpec(
             f"Where kernels run: pcie (a card) or cmodel (SophGo's emulator); default detected, overridable by ${MODE_ENV}.",
             choices=MODES,
             default=default_mode,
+        ),
+        TargetOption(
+            "cores",
+            f"TPU cores the T.Kernel grid is split over: {MAX_CORES} (every core of the chip) or a count (BM1690: 1..8; "
+            "BM1684X: 1). Blocks that T.atomic_add into one region stay on one core.",
+            pattern=rf"[1-9][0-9]?|{MAX_CORES}",
+            default=DEFAULT_CORES,
         ),
     ),
     device=device_of,

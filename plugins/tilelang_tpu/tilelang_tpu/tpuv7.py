@@ -97,8 +97,12 @@ class Tpuv7Device:
             self._modules[library] = module
         return module
 
-    def run(self, library: str, symbol: str, buffers: Sequence[bytearray], scalars: Sequence[Sequence[Any]] = ()) -> None:
-        """Launch ``symbol`` of ``library`` on ``buffers`` (copied in and back out, in place).
+    def run(self, library: str, symbol: str, buffers: Sequence[bytearray], scalars: Sequence[Sequence[Any]] = (), cores: int = 1) -> None:
+        """Launch ``symbol`` of ``library`` on ``buffers`` (copied in and back out, in place), on ``cores`` cores.
+
+        ``cores`` is the launch's ``block_num``: every core runs the entry with the same
+        arguments and picks its part of the grid with ``get_core_index()``, as ppl-compile's
+        own host glue launches a kernel that calls ``set_core_num``.
 
         Every buffer is copied both ways: a kernel may read or write any
         parameter (an output it writes only partly keeps the caller's values
@@ -123,7 +127,7 @@ class Tpuv7Device:
             fields = [(f"a{i}", t) for i, (t, _v) in enumerate(slots)] or [("a0", _ADDRESS_CTYPE)]
             args = type("EntryArguments", (ctypes.Structure,), {"_fields_": fields})(*(v for _t, v in slots))
             _check(
-                self._rt.tpuRtKernelLaunch(module, symbol.encode(), ctypes.byref(args), ctypes.sizeof(args), 1, 1, self._stream),
+                self._rt.tpuRtKernelLaunch(module, symbol.encode(), ctypes.byref(args), ctypes.sizeof(args), 1, cores, self._stream),
                 f"tpuRtKernelLaunch({symbol})",
             )
             _check(self._rt.tpuRtStreamSynchronize(self._stream), f"tpuRtStreamSynchronize after {symbol}")

@@ -19,7 +19,8 @@ stderr log first, so the emulators' chatter, which goes to fd 1, cannot corrupt
 replies):
 
 * request: a JSON header line ``{"library": ..., "symbol": ..., "sizes": [...]}`` (plus
-  ``"scalars": [[slot, dtype, value], ...]`` for a kernel with scalar parameters)
+  ``"scalars": [[slot, dtype, value], ...]`` for a kernel with scalar parameters and
+  ``"cores": N`` for a kernel launched on N cores)
   followed by the tensors' bytes concatenated, in parameter order;
 * reply: ``{"ok": true}`` plus every tensor's bytes, or ``{"ok": false,
   "error": "..."}``.  The first reply (``{"ok": true, "ready": true}``) says the
@@ -37,7 +38,7 @@ from typing import Any, BinaryIO, Protocol
 
 
 class Device(Protocol):
-    def run(self, library: str, symbol: str, buffers: Sequence[bytearray]) -> None: ...
+    def run(self, *arguments: Any, **options: Any) -> None: ...  # library, symbol, buffers[, scalars=, cores=]
 
 
 def open_device(chip: str, library_dir: str, arguments: Sequence[str]) -> Device:
@@ -87,8 +88,9 @@ def serve(chip: str, library_dir: str, arguments: Sequence[str], requests: io.Bu
         request = json.loads(header)
         buffers = [_read_exact(requests, size) for size in request["sizes"]]
         try:
-            scalars = request.get("scalars")  # only kernels with scalar parameters (bm1690) send them
-            device.run(request["library"], request["symbol"], buffers, *([scalars] if scalars else []))
+            # Only bm1690 kernels with scalar parameters send "scalars", only multi-core ones "cores".
+            options = {key: request[key] for key in ("scalars", "cores") if request.get(key)}
+            device.run(request["library"], request["symbol"], buffers, **options)
         except Exception as err:
             replies.write(json.dumps({"ok": False, "error": str(err)}).encode() + b"\n")
         else:
