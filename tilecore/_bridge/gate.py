@@ -52,10 +52,16 @@ def retired(seam: Seam) -> bool:
     if not seam.retired_by:
         return False
     try:
-        resolve(seam.retired_by)
+        public = resolve(seam.retired_by)
     except (ImportError, AttributeError):
         return False
-    return True
+    # A name tilecore itself added (``JITKernel.__getitem__`` on an unpatched tilelang) is no public API.
+    return not str(getattr(public, "__module__", "")).startswith("tilecore.")
+
+
+def proposal_merged(proposal: str, seams: Iterable[Seam] = SEAMS) -> bool:
+    """Whether tilelang has the public API of ``proposal`` (a note in docs/upstream/)."""
+    return any(retired(seam) for seam in seams if seam.proposal == proposal and seam.retired_by)
 
 
 def retired_seams(seams: Iterable[Seam] = SEAMS) -> list[Seam]:
