@@ -201,6 +201,8 @@ print("after-import-tilecore", sorted(m for m in ("tilelang", "torch", "tvm") if
         + """
 from tilecore import _bridge
 print("active", _bridge.installed() is tilecore.get_registry())
+# Activation needs neither packaging (plain versions are compared without it), filelock, platformdirs nor the remote store.
+print("deferred", sorted(m for m in ("packaging.specifiers", "filelock", "platformdirs", "tilecore.remote") if m in sys.modules))
 x, y = torch.randn(M, N), torch.randn(M, N)
 k = tilelang.compile(add, target="democpu", out_idx=[-1])
 print("ok", (k(x, y) - (x * 2 + y)).abs().max().item() < 1e-5)
@@ -209,4 +211,4 @@ print("ok", (k(x, y) - (x * 2 + y)).abs().max().item() < 1e-5)
     for autoload_off in ("", "1"):
         out = check(fake_site.run(code, TILECORE_DISABLE_PLUGIN_AUTOLOAD=autoload_off, TILECORE_PLUGINS="democpu"))
         assert "after-import-tilecore []" in out, out
-        assert "active True" in out and "ok True" in out, out
+        assert "active True" in out and "ok True" in out and "deferred []" in out, out

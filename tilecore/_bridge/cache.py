@@ -204,7 +204,7 @@ def publish_to_tiers(registry: Registry, cache: Any, tvm_target: Any, key: str, 
 
 def _add_remote_tier() -> None:
     # The remote tier (tilecore.remote) is always registered; it is a no-op unless a URL is configured.
-    from tilecore.remote.tier_adapter import RemoteCacheTier
+    from tilecore._bridge.remote_tier import RemoteCacheTier
 
     add_tier(RemoteCacheTier())
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tilecore._bridge.seams import SEAMS, Seam
-from tilecore._version import TILELANG_REQUIREMENT, supported_tilelang
+from tilecore._version import TILELANG_REQUIREMENT, tilelang_version_supported
 from tilecore.errors import TilecoreError
 
 
@@ -34,7 +34,7 @@ def tilelang_version() -> str:
 
 def check_version(version: str) -> None:
     """Refuse a tilelang outside :func:`tilecore._version.supported_tilelang`."""
-    if not supported_tilelang().contains(version.split("+")[0], prereleases=True):
+    if not tilelang_version_supported(version):
         raise BridgeError(
             f"tilecore {_tilecore_version()} supports tilelang {TILELANG_REQUIREMENT}; found tilelang {version}. "
             f"Install a supported tilelang (pip install 'tilelang{TILELANG_REQUIREMENT}') or a tilecore release made for {version}."
