@@ -123,10 +123,13 @@ def check() -> None:
     global _checked
     if _checked:
         return
+    # Import tilelang before taking the lock: that import activates tilecore (the startup hook),
+    # and activation runs this check itself, in this thread (a backend calling tilecore.upstream
+    # before anything imported tilelang would otherwise wait on its own lock for ever).
+    version = tilelang_version()
     with _check_lock:
         if _checked:
             return
-        version = tilelang_version()
         check_version(version)
         found = problems()
         if found:
