@@ -196,11 +196,17 @@ def test_import_tilecore_is_cheap_and_activates_on_the_next_import_tilelang(fake
 import sys
 import tilecore
 print("after-import-tilecore", sorted(m for m in ("tilelang", "torch", "tvm") if m in sys.modules))
+# A backend reading a tilelang name before anything imported tilelang: the gate's import of
+# tilelang activates tilecore, whose activation runs the gate again (it once deadlocked here).
+from tilecore.upstream import internal
+print("internal", bool(internal("tilelang.env:TILELANG_TEMPLATE_PATH")))
 """
         + ADD_KERNEL
         + """
 from tilecore import _bridge
 print("active", _bridge.installed() is tilecore.get_registry())
+# Activation needs neither packaging (plain versions are compared without it), filelock, platformdirs nor the remote store.
+print("deferred", sorted(m for m in ("packaging.specifiers", "filelock", "platformdirs", "tilecore.remote") if m in sys.modules))
 x, y = torch.randn(M, N), torch.randn(M, N)
 k = tilelang.compile(add, target="democpu", out_idx=[-1])
 print("ok", (k(x, y) - (x * 2 + y)).abs().max().item() < 1e-5)
@@ -209,4 +215,4 @@ print("ok", (k(x, y) - (x * 2 + y)).abs().max().item() < 1e-5)
     for autoload_off in ("", "1"):
         out = check(fake_site.run(code, TILECORE_DISABLE_PLUGIN_AUTOLOAD=autoload_off, TILECORE_PLUGINS="democpu"))
         assert "after-import-tilecore []" in out, out
-        assert "active True" in out and "ok True" in out, out
+        assert "internal True" in out and "active True" in out and "ok True" in out and "deferred []" in out, out

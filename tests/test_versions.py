@@ -10,7 +10,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-from tilecore._version import TILELANG_REQUIREMENT, supported_tilelang
+from tilecore._version import TILELANG_REQUIREMENT, supported_tilelang, tilelang_version_supported
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -26,6 +26,49 @@ def test_supported_range_is_one_series() -> None:
     assert isinstance(spec, SpecifierSet) and str(spec) == str(SpecifierSet(TILELANG_REQUIREMENT))
     assert "0.1.15" in spec and "0.1.15.post1" in spec
     assert "0.1.14" not in spec and "0.1.16" not in spec  # 0.1.14 has no CI job, so it is not claimed
+
+
+#: Plain releases around the bounds, and the forms the quick check leaves to packaging.
+VERSIONS = [
+    "0.1.14",
+    "0.1.15",
+    "0.1.15.0",
+    "0.1.15.0.0",
+    "0.1.15.9",
+    "0.1.16",
+    "0.1.16.0",
+    "0.1",
+    "0.1.0",
+    "0",
+    "0.2",
+    "1.0",
+    "00.01.15",
+    "0.1.015",
+    "0.1.15rc1",
+    "0.1.16rc1",
+    "0.1.16.dev0",
+    "0.1.15.post1",
+    "0.1.15.dev3",
+    "0.1.14.post9",
+    "0.1.15+cu128",
+    "0.1.16+local",
+    "1.2.3",
+    "1.2.2.9",
+    "1.3.0",
+    "1.2.99",
+]
+
+
+@pytest.mark.parametrize("requirement", [TILELANG_REQUIREMENT, ">=0.1,<0.2", ">=1.2.3,<1.3", "~=0.1.15", "==0.1.15"])
+def test_the_quick_version_check_agrees_with_packaging(monkeypatch: pytest.MonkeyPatch, requirement: str) -> None:
+    """The activation-time check without ``packaging`` (plain releases) answers as ``packaging`` does."""
+    import tilecore._version as versions
+
+    monkeypatch.setattr(versions, "TILELANG_REQUIREMENT", requirement)
+    spec = SpecifierSet(requirement)
+    for version in VERSIONS:
+        expected = spec.contains(version.split("+")[0], prereleases=True)
+        assert tilelang_version_supported(version) is expected, (requirement, version)
 
 
 def _requirements(path: Path) -> list[Requirement]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -27,3 +28,33 @@ def supported_tilelang() -> SpecifierSet:
     from packaging.specifiers import SpecifierSet
 
     return SpecifierSet(TILELANG_REQUIREMENT)
+
+
+_RELEASE = r"[0-9]+(?:\.[0-9]+)*"
+_PLAIN_RELEASE = re.compile(rf"^{_RELEASE}$")
+_HALF_OPEN_RANGE = re.compile(rf"^>=({_RELEASE}),<({_RELEASE})$")
+
+
+def _release_tuple(version: str, length: int) -> tuple[int, ...]:
+    parts = [int(part) for part in version.split(".")]
+    return tuple(parts + [0] * (length - len(parts)))
+
+
+def tilelang_version_supported(version: str) -> bool:
+    """Whether tilelang ``version`` (its local ``+...`` part ignored) is in :data:`TILELANG_REQUIREMENT`,
+    exactly as ``supported_tilelang().contains(version, prereleases=True)`` answers.
+
+    Activation checks the installed tilelang, and importing ``packaging.specifiers`` (which pulls in
+    ``packaging.tags`` and an ELF reader) was the largest part of its cost.  A plain release
+    (``0.1.15``) against a ``>=A,<B`` range is therefore compared as zero-padded integer tuples,
+    which is PEP 440's order for plain releases; every other form (pre-, post-, dev-releases, or a
+    differently written range) is left to ``packaging``.  tests/test_versions.py checks both paths agree.
+    """
+    public = version.split("+")[0]
+    bounds = _HALF_OPEN_RANGE.match(TILELANG_REQUIREMENT)
+    if bounds is None or _PLAIN_RELEASE.match(public) is None:
+        return bool(supported_tilelang().contains(public, prereleases=True))
+    lower, upper = bounds.groups()
+    length = max(len(v.split(".")) for v in (public, lower, upper))
+    release = _release_tuple(public, length)
+    return _release_tuple(lower, length) <= release < _release_tuple(upper, length)

@@ -39,8 +39,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import filelock
-
 from tilecore.errors import TilecoreError
 from tilecore.paths import atomic_write, cache_dir
 
@@ -152,6 +150,8 @@ class ArtifactStore:
         found = self.lookup(key, filename)
         if found is not None:
             return found
+        import filelock  # here, not at module level: activation imports this module for KernelFaultError
+
         entry = self.entry(key)
         lock = filelock.FileLock(str(entry.parent / f".{key}.lock"))
         try:
@@ -188,6 +188,8 @@ class ArtifactStore:
 
     def discard(self, key: str) -> None:
         """Forget ``key`` (e.g. its kernel faulted): the next :meth:`obtain` rebuilds it."""
+        import filelock
+
         entry = self.entry(key)
         with filelock.FileLock(str(entry.parent / f".{key}.lock")).acquire(timeout=LOCK_TIMEOUT_S):
             shutil.rmtree(entry, ignore_errors=True)

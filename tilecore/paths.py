@@ -24,8 +24,6 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import platformdirs
-
 from tilecore.errors import TilecoreError
 
 #: Longest unix socket path the kernel accepts (``sizeof(sun_path)`` minus the NUL).
@@ -37,6 +35,8 @@ def cache_root() -> Path:
     explicit = os.environ.get("TILECORE_CACHE_DIR")
     if explicit:
         return Path(explicit).expanduser()
+    import platformdirs  # only when no directory is configured: activation imports this module
+
     return Path(platformdirs.user_cache_dir("tilecore", appauthor=False))
 
 

@@ -12,7 +12,12 @@ bridge and no backend.
 * :func:`c_source`: C source of a device module lowered that way;
 * :func:`template_include_dir`: tilelang's ``tl_templates`` headers;
 * :func:`should_force_let_inline`: tilelang's ``LetInline`` policy, for a backend's own pass list;
-* :func:`determine_target`: the TVM target ``tilelang.compile`` would use for a target.
+* :func:`determine_target`: the TVM target ``tilelang.compile`` would use for a target;
+* :func:`internal`: a tilelang name a backend needs that has no public home yet
+  (``"tilelang.<module>:<attribute>"``, e.g. a constant of the device kind it delegates
+  to); the backend names it, the gate checks the version first, a missing name is one
+  ``BridgeError``.  ``tests/test_plugin_imports.py`` resolves every name the plugins
+  pass here, so a tilelang release that moves one fails the tests, not a user's setup.
 """
 
 from __future__ import annotations
@@ -23,7 +28,14 @@ from typing import ParamSpec, TypeVar
 
 from tilecore._bridge import gate, helpers
 
-__all__ = ["c_source", "determine_target", "lower_with_host_pipeline", "should_force_let_inline", "template_include_dir"]
+__all__ = [
+    "c_source",
+    "determine_target",
+    "internal",
+    "lower_with_host_pipeline",
+    "should_force_let_inline",
+    "template_include_dir",
+]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -46,3 +58,4 @@ c_source = _gated(helpers.c_source)
 template_include_dir = _gated(helpers.template_include_dir)
 should_force_let_inline = _gated(helpers.should_force_let_inline)
 determine_target = _gated(helpers.determine_target)
+internal = _gated(helpers.internal)

@@ -87,9 +87,13 @@ def evict_faulted_kernel(adapter: TilecoreAdapter) -> None:
     the in-memory map), so that no later compile is served the faulty kernel."""
     from tilelang.cache import _dispatch_map
 
+    from tilecore._bridge.cache import own_kernel_caches
+
     if adapter.tilelang_cache_path:
         shutil.rmtree(adapter.tilelang_cache_path, ignore_errors=True)
-    for cache in {id(c): c for c in _dispatch_map.values()}.values():
+    # tilelang's caches by execution-backend name, and tilecore's own when tilelang takes it from
+    # ExecutionBackendSpec(kernel_cache=...) instead (docs/upstream/adapter-factory.md).
+    for cache in {id(c): c for c in [*_dispatch_map.values(), *own_kernel_caches()]}.values():
         with cache._lock:
             for key, kernel in list(cache._memory_cache.items()):
                 if getattr(kernel, "adapter", None) is adapter:
@@ -128,6 +132,74 @@ def _owned(registry: Registry, jit_kernel: Any) -> ResolvedTarget:
     return target
 
 
+def adapter_from_artifact(registry: Registry, jit_kernel: Any, tilelang_func: Any, out_idx: Any, artifact: Any) -> TilecoreAdapter:
+    """The adapter of a kernel tilelang has just compiled for a backend-owned target."""
+    target = _owned(registry, jit_kernel)
+    params = tensor_params(artifact.params, tilelang_func)
+    kernel = CompiledKernel(
+        name=kernel_name(tilelang_func),
+        source=artifact.kernel_source,
+        params=params,
+        out_idx=output_indices(out_idx, len(params)),
+        target=target,
+        device_mod=artifact.device_mod,
+    )
+    return make_adapter(registry, target, kernel, artifact.params, str(artifact.host_mod))
+
+
+def adapter_from_database(
+    registry: Registry,
+    jit_kernel: Any,
+    params: Any,
+    result_idx: Any,
+    func_or_mod: Any,
+    host_kernel_source: Any,
+    device_kernel_source: Any,
+    kernel_lib_path: str,
+) -> TilecoreAdapter:
+    """The adapter of a backend-owned kernel tilelang loads from its disk cache."""
+    resolved = _owned(registry, jit_kernel)
+    registry.setup(resolved)
+    tparams = tensor_params(params, func_or_mod)
+    library = kernel_lib_path if kernel_lib_path and os.path.getsize(kernel_lib_path) > 0 else None
+    kernel = CompiledKernel(
+        name=kernel_name(func_or_mod),
+        source=read_cached_text(device_kernel_source),
+        params=tparams,
+        out_idx=output_indices(result_idx, len(tparams)),
+        target=resolved,
+        library_path=library,
+    )
+    adapter = make_adapter(registry, resolved, kernel, params, read_cached_text(host_kernel_source))
+    if kernel_lib_path:
+        adapter.tilelang_cache_path = os.path.dirname(kernel_lib_path)
+    return adapter
+
+
+def adapter_factory(registry: Registry) -> Callable[..., TilecoreAdapter]:
+    """``ExecutionBackendSpec(adapter_factory=...)`` for a tilelang with that field
+    (docs/upstream/adapter-factory.md): tilelang calls it after a compile (``artifact``)
+    and on a disk-cache hit (``params`` and the cached sources)."""
+
+    def factory(
+        *,
+        kernel: Any,
+        func: Any,
+        out_idx: Any,
+        artifact: Any = None,
+        params: Any = None,
+        host_kernel_source: Any = None,
+        device_kernel_source: Any = None,
+        kernel_lib_path: str = "",
+        **_compile_options: Any,  # pass_configs, compile_flags: already applied by tilelang's compile
+    ) -> TilecoreAdapter:
+        if artifact is not None:
+            return adapter_from_artifact(registry, kernel, func, out_idx, artifact)
+        return adapter_from_database(registry, kernel, params, out_idx, func, host_kernel_source, device_kernel_source, kernel_lib_path)
+
+    return factory
+
+
 def wrap_create_adapter_from_artifact(registry: Registry, original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def create_adapter_from_artifact(
@@ -135,17 +207,7 @@ def wrap_create_adapter_from_artifact(registry: Registry, original: Callable[...
     ) -> Any:
         if self.execution_backend != EXECUTION_BACKEND:
             return original(self, tilelang_func, out_idx, artifact, pass_configs, compile_metadata)
-        target = _owned(registry, self)
-        params = tensor_params(artifact.params, tilelang_func)
-        kernel = CompiledKernel(
-            name=kernel_name(tilelang_func),
-            source=artifact.kernel_source,
-            params=params,
-            out_idx=output_indices(out_idx, len(params)),
-            target=target,
-            device_mod=artifact.device_mod,
-        )
-        return make_adapter(registry, target, kernel, artifact.params, str(artifact.host_mod))
+        return adapter_from_artifact(registry, self, tilelang_func, out_idx, artifact)
 
     return create_adapter_from_artifact
 
@@ -177,22 +239,9 @@ def wrap_create_adapter_from_database(registry: Registry, original: Callable[...
                 pass_configs,
                 compile_flags,
             )
-        resolved = _owned(registry, self)
-        registry.setup(resolved)
-        tparams = tensor_params(params, func_or_mod)
-        library = kernel_lib_path if kernel_lib_path and os.path.getsize(kernel_lib_path) > 0 else None
-        kernel = CompiledKernel(
-            name=kernel_name(func_or_mod),
-            source=read_cached_text(device_kernel_source),
-            params=tparams,
-            out_idx=output_indices(result_idx, len(tparams)),
-            target=resolved,
-            library_path=library,
+        return adapter_from_database(
+            registry, self, params, result_idx, func_or_mod, host_kernel_source, device_kernel_source, kernel_lib_path
         )
-        adapter = make_adapter(registry, resolved, kernel, params, read_cached_text(host_kernel_source))
-        if kernel_lib_path:
-            adapter.tilelang_cache_path = os.path.dirname(kernel_lib_path)
-        return adapter
 
     return create_adapter_from_database
 

@@ -8,8 +8,10 @@ standard host codegens, and one execution backend named ``tilecore``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tilecore._bridge import gate
 from tilecore._bridge.targets import TVM_KEY, resolve_tvm
 from tilecore.errors import TilecoreError
 
@@ -66,6 +68,14 @@ def build(registry: Registry) -> Any:
     def supports(tvm_target: Target) -> bool:
         return TVM_KEY in list(tvm_target.keys)
 
+    own_adapters: dict[str, Any] = {}
+    if gate.proposal_merged("adapter-factory.md"):
+        # tilelang takes the adapter and the cache layout from the spec; nothing is patched for them.
+        from tilecore._bridge.adapter import adapter_factory
+        from tilecore._bridge.cache import kernel_cache
+
+        own_adapters = {"adapter_factory": adapter_factory(registry), "kernel_cache": kernel_cache(registry)}
+
     return BackendModule(
         name=EXECUTION_BACKEND,
         target_kinds=("ext_dev",),
@@ -73,7 +83,7 @@ def build(registry: Registry) -> Any:
         pipelines={"ext_dev": PassPipeline("ext_dev", lower)},
         device_codegens={"ext_dev": DeviceCodegen("ext_dev", build=codegen, build_without_compile=codegen)},
         host_codegens=STANDARD_HOST_CODEGENS,
-        execution_backends=(ExecutionBackendSpec(EXECUTION_BACKEND, supports_target=supports),),
+        execution_backends=(ExecutionBackendSpec(EXECUTION_BACKEND, supports_target=supports, **own_adapters),),
     )
 
 
@@ -81,3 +91,11 @@ def register(registry: Registry, _original: object = None) -> None:
     from tilelang.backend import register_backend
 
     register_backend(build(registry))
+
+
+def register_public(registry: Registry) -> Callable[[], None]:
+    """The public path (tilelang with ``unregister_backend``, docs/upstream/entry-points.md)."""
+    from tilelang.backend import register_backend, unregister_backend
+
+    register_backend(build(registry))
+    return lambda: unregister_backend(EXECUTION_BACKEND)

@@ -73,6 +73,14 @@ def register_salt(registry: Registry) -> Callable[[], None]:
     return lambda: unregister_cache_key_salt("tilecore")
 
 
+_own_caches: list[Any] = []
+
+
+def own_kernel_caches() -> tuple[Any, ...]:
+    """The ``KernelCache`` instances :func:`kernel_cache` made (for evicting a faulted kernel)."""
+    return tuple(_own_caches)
+
+
 def kernel_cache(registry: Registry, _original: object = None) -> Any:
     """The ``KernelCache`` instance for the ``tilecore`` execution backend."""
     from tilelang.cache.kernel_cache import KernelCache
@@ -96,7 +104,9 @@ def kernel_cache(registry: Registry, _original: object = None) -> Any:
             if isinstance(kernel.adapter, TilecoreAdapter):
                 kernel.adapter.tilelang_cache_path = cache_path
 
-    return TilecoreKernelCache()
+    cache = TilecoreKernelCache()
+    _own_caches[:] = [cache]  # the one in use: each install makes a new one
+    return cache
 
 
 # ----------------------------------------------------------------------------------------
@@ -175,28 +185,46 @@ def local_cache_dir() -> str:
     return str(KernelCache._get_cache_root())
 
 
-def wrap_load_kernel_from_disk(registry: Registry, original: Callable[..., Any]) -> Callable[..., Any]:
+def fetch_from_tiers(registry: Registry, cache: Any, tvm_target: Any, key: str, cache_path: str) -> bool:
+    """Ask each tier, in order, to install the entry of ``key`` at ``cache_path``; ``True`` once one did."""
+    context = TierContext(registry, cache, tvm_target)
+    for tier in tiers():
+        try:
+            if tier.fetch(key, cache_path, context):
+                return True
+        except Exception as err:  # a tier failure is a miss, never a failed compile
+            logger.warning("tilecore: cache tier %r failed to fetch %s: %s", tier, key, err)
+    return False
+
+
+def publish_to_tiers(registry: Registry, cache: Any, tvm_target: Any, key: str, cache_path: str) -> None:
+    """Offer the new local entry of ``key`` to every tier."""
+    context = TierContext(registry, cache, tvm_target)
+    for tier in tiers():
+        try:
+            tier.publish(key, cache_path, context)
+        except Exception as err:
+            logger.warning("tilecore: cache tier %r failed to publish %s: %s", tier, key, err)
+
+
+def _add_remote_tier() -> None:
     # The remote tier (tilecore.remote) is always registered; it is a no-op unless a URL is configured.
-    from tilecore.remote.tier_adapter import RemoteCacheTier
+    from tilecore._bridge.remote_tier import RemoteCacheTier
 
     add_tier(RemoteCacheTier())
+
+
+def wrap_load_kernel_from_disk(registry: Registry, original: Callable[..., Any]) -> Callable[..., Any]:
+    _add_remote_tier()
 
     @functools.wraps(original)
     def load_kernel_from_disk(self: Any, key: str, *args: Any, **kwargs: Any) -> Any:
         kernel = original(self, key, *args, **kwargs)
         if kernel is not None or not _tiers:
             return kernel
-        cache_path = self._get_cache_path(key)
         backend_context = kwargs.get("backend_context", args[0] if args else None)
-        context = TierContext(registry, self, getattr(backend_context, "target", None))
-        for tier in tiers():
-            try:
-                fetched = tier.fetch(key, cache_path, context)
-            except Exception as err:  # a tier failure is a miss, never a failed compile
-                logger.warning("tilecore: cache tier %r failed to fetch %s: %s", tier, key, err)
-                continue
-            if fetched:
-                return original(self, key, *args, **kwargs)
+        if fetch_from_tiers(registry, self, getattr(backend_context, "target", None), key, self._get_cache_path(key)):
+            return original(self, key, *args, **kwargs)
         return None
 
     return load_kernel_from_disk
@@ -210,12 +238,30 @@ def wrap_save_kernel_to_disk(registry: Registry, original: Callable[..., Any]) -
             cache_path = self._get_cache_path(key)
             if os.path.isdir(cache_path):
                 kernel = kwargs.get("kernel", args[0] if args else None)
-                context = TierContext(registry, self, getattr(kernel, "target", None))
-                for tier in tiers():
-                    try:
-                        tier.publish(key, cache_path, context)
-                    except Exception as err:
-                        logger.warning("tilecore: cache tier %r failed to publish %s: %s", tier, key, err)
+                publish_to_tiers(registry, self, getattr(kernel, "target", None), key, cache_path)
         return result
 
     return save_kernel_to_disk
+
+
+class _TilecoreTiers:
+    """tilecore's tiers (:func:`add_tier`) as one tier of tilelang's public registry."""
+
+    def __init__(self, registry: Registry) -> None:
+        self._registry = registry
+
+    def fetch(self, key: str, cache_path: str, context: Any) -> bool:
+        return fetch_from_tiers(self._registry, context.cache, context.target, key, cache_path)
+
+    def publish(self, key: str, cache_path: str, context: Any) -> None:
+        publish_to_tiers(self._registry, context.cache, context.target, key, cache_path)
+
+
+def register_tiers(registry: Registry) -> Callable[[], None]:
+    """The public path (tilelang with ``register_cache_tier``, docs/upstream/cache-tiers.md)."""
+    from tilelang.cache.kernel_cache import register_cache_tier, unregister_cache_tier
+
+    _add_remote_tier()
+    tier = _TilecoreTiers(registry)
+    register_cache_tier(tier)
+    return lambda: unregister_cache_tier(tier)

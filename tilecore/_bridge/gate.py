@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tilecore._bridge.seams import SEAMS, Seam
-from tilecore._version import TILELANG_REQUIREMENT, supported_tilelang
+from tilecore._version import TILELANG_REQUIREMENT, tilelang_version_supported
 from tilecore.errors import TilecoreError
 
 
@@ -34,7 +34,7 @@ def tilelang_version() -> str:
 
 def check_version(version: str) -> None:
     """Refuse a tilelang outside :func:`tilecore._version.supported_tilelang`."""
-    if not supported_tilelang().contains(version.split("+")[0], prereleases=True):
+    if not tilelang_version_supported(version):
         raise BridgeError(
             f"tilecore {_tilecore_version()} supports tilelang {TILELANG_REQUIREMENT}; found tilelang {version}. "
             f"Install a supported tilelang (pip install 'tilelang{TILELANG_REQUIREMENT}') or a tilecore release made for {version}."
@@ -52,10 +52,16 @@ def retired(seam: Seam) -> bool:
     if not seam.retired_by:
         return False
     try:
-        resolve(seam.retired_by)
+        public = resolve(seam.retired_by)
     except (ImportError, AttributeError):
         return False
-    return True
+    # A name tilecore itself added (``JITKernel.__getitem__`` on an unpatched tilelang) is no public API.
+    return not str(getattr(public, "__module__", "")).startswith("tilecore.")
+
+
+def proposal_merged(proposal: str, seams: Iterable[Seam] = SEAMS) -> bool:
+    """Whether tilelang has the public API of ``proposal`` (a note in docs/upstream/)."""
+    return any(retired(seam) for seam in seams if seam.proposal == proposal and seam.retired_by)
 
 
 def retired_seams(seams: Iterable[Seam] = SEAMS) -> list[Seam]:
@@ -117,10 +123,13 @@ def check() -> None:
     global _checked
     if _checked:
         return
+    # Import tilelang before taking the lock: that import activates tilecore (the startup hook),
+    # and activation runs this check itself, in this thread (a backend calling tilecore.upstream
+    # before anything imported tilelang would otherwise wait on its own lock for ever).
+    version = tilelang_version()
     with _check_lock:
         if _checked:
             return
-        version = tilelang_version()
         check_version(version)
         found = problems()
         if found:

@@ -175,3 +175,26 @@ def determine_target(target: object) -> Target:
     from tilelang.backend.target import determine_target as determine
 
     return determine(target, return_object=True)
+
+
+def internal(path: str) -> Any:
+    """A tilelang name (``"module:attribute"``) a backend needs that has no public home yet.
+
+    The name is the backend's, not the core's: a backend that delegates to one of
+    tilelang's device kinds reads that kind's own constants.  A tilelang release that
+    moves the name fails here with one :class:`~tilecore._bridge.gate.BridgeError`
+    naming it and the supported range, instead of an ``ImportError`` deep in a setup.
+    """
+    from tilecore._bridge.gate import BridgeError, resolve, tilelang_version
+    from tilecore._version import TILELANG_REQUIREMENT
+
+    module, separator, attribute = path.partition(":")
+    if not (module == "tilelang" or module.startswith("tilelang.")) or not separator or not attribute:
+        raise ValueError(f"internal() takes 'tilelang.<module>:<attribute>', got {path!r}")
+    try:
+        return resolve(path)
+    except (ImportError, AttributeError) as err:
+        raise BridgeError(
+            f"tilelang {tilelang_version()} has no {path} ({type(err).__name__}: {err}), which the backend relies on. "
+            f"Install a supported tilelang (pip install 'tilelang{TILELANG_REQUIREMENT}')."
+        ) from err

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tilecore._bridge.adapter import tensor_params
-from tilecore._bridge.targets import resolve_tvm
+from tilecore._bridge.targets import REGISTRY_NAME, resolve_tvm
 from tilecore.errors import TilecoreError
 
 if TYPE_CHECKING:
@@ -22,12 +22,63 @@ if TYPE_CHECKING:
     from tilecore.targets import ResolvedTarget
 
 
-def owned_target(registry: Registry, jit_kernel: Any) -> ResolvedTarget | None:
-    """The tilecore target of a JITKernel, or ``None`` (a target only tilelang knows)."""
+def owned_target(registry: Registry, tvm_target: Any) -> ResolvedTarget | None:
+    """The tilecore target of a TVM target, or ``None`` (a target only tilelang knows)."""
     try:
-        return resolve_tvm(registry, jit_kernel.target)
+        return resolve_tvm(registry, tvm_target)
     except TilecoreError:
         return None
+
+
+def supply_tensor(registry: Registry, target: ResolvedTarget, param: Any, supply: str) -> Any:
+    """An input for a tilelang ``KernelParam``: the backend's ``tilecore_supply_tensor``, else the core's."""
+    from tilecore.supply import make_tensor
+
+    tparam = tensor_params([param], None)[0]
+    tensor = registry.call(target, "tilecore_supply_tensor", param=tparam, supply=supply)
+    return make_tensor(tparam, supply, target.device) if tensor is None else tensor
+
+
+def bench(
+    registry: Registry,
+    target: ResolvedTarget,
+    call: Callable[[], Any],
+    *,
+    warmup: float,
+    rep: float,
+    n_warmup: int,
+    n_repeat: int,
+    backend: str,
+    quantiles: list[float] | None,
+    return_mode: str,
+) -> float | list[float]:
+    """``do_bench``'s result with the backend's timer (``tilecore_bench``, else the core's loop)."""
+    from tilecore.supply import bench_samples, reduce_samples
+
+    samples = bench_samples(registry, target, call, warmup=warmup, rep=rep, n_warmup=n_warmup, n_repeat=n_repeat, backend=backend)
+    if isinstance(samples, list):
+        return reduce_samples(samples, return_mode, quantiles)
+    return samples
+
+
+def register_hooks(registry: Registry) -> Callable[[], None]:
+    """The public path (tilelang with ``register_profiler_hooks``, docs/upstream/profiler-hooks.md):
+    supply and timing of every tilecore target, delegated ones included, go to its backend."""
+    from tilelang.profiler import ProfilerHooks, register_profiler_hooks, unregister_profiler_hooks
+
+    def hooks_for(tvm_target: Any) -> Any:
+        target = owned_target(registry, tvm_target)
+        if target is None:
+            return None
+        return ProfilerHooks(
+            supply=lambda param, supply_type: supply_tensor(registry, target, param, supply_type.name.lower()),
+            bench=lambda call, **timing: bench(registry, target, call, **timing),
+            # Results are compared through torch, which waits for the tensors' device itself.
+            synchronize=lambda: None,
+        )
+
+    register_profiler_hooks(REGISTRY_NAME, hooks_for, override=True)
+    return lambda: unregister_profiler_hooks(REGISTRY_NAME)
 
 
 @functools.lru_cache(maxsize=1)
@@ -36,7 +87,6 @@ def profiler_class() -> type[Any]:
     from tilelang.profiler import Profiler
 
     from tilecore.launch import as_list
-    from tilecore.supply import bench_samples, make_tensor, reduce_samples
 
     class TilecoreProfiler(Profiler):  # type: ignore[misc]  # tilelang ships no type information
         """tilelang's Profiler with supply, timing and checks routed to the target's backend."""
@@ -49,13 +99,7 @@ def profiler_class() -> type[Any]:
             self.result_idx = self._legalize_result_idx(self.result_idx)
             supply = self.supply_type.name.lower()
             target, registry = self.tilecore_target, self.tilecore_registry
-
-            def make(param: Any) -> Any:
-                tparam = tensor_params([param], None)[0]
-                tensor = registry.call(target, "tilecore_supply_tensor", param=tparam, supply=supply)
-                return make_tensor(tparam, supply, target.device) if tensor is None else tensor
-
-            self.supply = make
+            self.supply = lambda param: supply_tensor(registry, target, param, supply)
 
         def assert_allclose(
             self,
@@ -107,10 +151,18 @@ def profiler_class() -> type[Any]:
             else:
                 ins = self._get_inputs(dynamic_symbolic_constraints=dynamic_symbolic_constraints)
             call = functools.partial(bench_target, *ins)
-            samples = bench_samples(registry, target, call, warmup=warmup, rep=rep, n_warmup=n_warmup, n_repeat=n_repeat, backend=backend)
-            if isinstance(samples, list):
-                return reduce_samples(samples, return_mode, quantiles)
-            return samples
+            return bench(
+                registry,
+                target,
+                call,
+                warmup=warmup,
+                rep=rep,
+                n_warmup=n_warmup,
+                n_repeat=n_repeat,
+                backend=backend,
+                quantiles=quantiles,
+                return_mode=return_mode,
+            )
 
     return TilecoreProfiler
 
@@ -121,7 +173,7 @@ def wrap_get_profiler(registry: Registry, original: Callable[..., Any]) -> Calla
         from tilelang.profiler import TensorSupplyType
 
         supply = TensorSupplyType.Auto if tensor_supply_type is None else tensor_supply_type
-        target = owned_target(registry, self)
+        target = owned_target(registry, self.target)
         if target is None:
             return original(self, supply)
         cls = profiler_class()

@@ -75,6 +75,10 @@ class Seam:
 _JIT = "tilelang.jit.kernel:JITKernel"
 _CACHE = "tilelang.cache.kernel_cache:KernelCache"
 _PROFILER = "tilelang.profiler:Profiler"
+# The public APIs of docs/upstream/*.patch that retire rows (see Seam.retired_by).
+_ADAPTER_FACTORY = "tilelang.backend:ExecutionBackendSpec.adapter_factory"
+_CACHE_TIERS = "tilelang.cache.kernel_cache:register_cache_tier"
+_PROFILER_HOOKS = "tilelang.profiler:register_profiler_hooks"
 
 SEAMS: tuple[Seam, ...] = (
     # -- public registries ---------------------------------------------------------------
@@ -86,6 +90,8 @@ SEAMS: tuple[Seam, ...] = (
         kind="register",
         tables=("tilelang.backend.target:_TARGET_NORMALIZERS",),
         proposal="entry-points.md",
+        retired_by="tilelang.backend:unregister_target_normalizer",
+        public_wrapper="targets:register_normalizer_public",
     ),
     Seam(
         "tilelang.backend",
@@ -95,6 +101,8 @@ SEAMS: tuple[Seam, ...] = (
         kind="register",
         tables=("tilelang.backend.target:_TARGET_DETECTORS",),
         proposal="entry-points.md",
+        retired_by="tilelang.backend:unregister_target_detector",
+        public_wrapper="targets:register_detector_public",
     ),
     Seam(
         "tilelang.backend",
@@ -104,6 +112,8 @@ SEAMS: tuple[Seam, ...] = (
         kind="register",
         tables=("tilelang.backend.module:_BACKENDS", "tilelang.backend.module:_TARGET_KIND_INDEX"),
         proposal="entry-points.md",
+        retired_by="tilelang.backend:unregister_backend",
+        public_wrapper="backend_module:register_public",
     ),
     Seam("tilelang.backend", "BackendModule", "the backend manifest tilecore registers"),
     Seam("tilelang.backend", "PassPipeline", "lowering hook of the manifest"),
@@ -119,6 +129,7 @@ SEAMS: tuple[Seam, ...] = (
         wrapper="cache:kernel_cache",
         kind="item",
         proposal="adapter-factory.md",
+        retired_by=_ADAPTER_FACTORY,
     ),
     Seam(
         _JIT,
@@ -127,6 +138,7 @@ SEAMS: tuple[Seam, ...] = (
         wrapper="adapter:wrap_create_adapter_from_artifact",
         params=("tilelang_func", "out_idx", "artifact", "pass_configs", "compile_metadata"),
         proposal="adapter-factory.md",
+        retired_by=_ADAPTER_FACTORY,
     ),
     Seam(
         _JIT,
@@ -135,6 +147,7 @@ SEAMS: tuple[Seam, ...] = (
         wrapper="adapter:wrap_create_adapter_from_database",
         params=("params", "result_idx", "target", "func_or_mod", "host_kernel_source", "device_kernel_source", "kernel_lib_path"),
         proposal="adapter-factory.md",
+        retired_by=_ADAPTER_FACTORY,
     ),
     Seam(
         _JIT,
@@ -170,6 +183,8 @@ SEAMS: tuple[Seam, ...] = (
         wrapper="cache:wrap_load_kernel_from_disk",
         params=("key",),
         proposal="cache-tiers.md",
+        retired_by=_CACHE_TIERS,
+        public_wrapper="cache:register_tiers",
     ),
     Seam(
         _CACHE,
@@ -178,6 +193,7 @@ SEAMS: tuple[Seam, ...] = (
         wrapper="cache:wrap_save_kernel_to_disk",
         params=("key", "kernel"),
         proposal="cache-tiers.md",
+        retired_by=_CACHE_TIERS,
     ),
     Seam(_CACHE, "_get_cache_path", "directory of a key's entry (for cache tiers)", params=("key",)),
     Seam(_CACHE, "_get_staging_root", "where cache tiers stage an entry before renaming it into place"),
@@ -203,22 +219,51 @@ SEAMS: tuple[Seam, ...] = (
         wrapper="profiler:wrap_get_profiler",
         params=("tensor_supply_type",),
         proposal="profiler-hooks.md",
+        retired_by=_PROFILER_HOOKS,
+        public_wrapper="profiler:register_hooks",
     ),
-    Seam(_PROFILER, "__post_init__", "overridden: tensor supply from the backend"),
-    Seam(_PROFILER, "_legalize_result_idx", "called by the overriding __post_init__", params=("result_idx",)),
-    Seam(_PROFILER, "_get_inputs", "inputs for assert_allclose and do_bench", params=("dynamic_symbolic_constraints",)),
-    Seam(_PROFILER, "with_default_adapter", "binds the kernel's adapter", params=("adapter",)),
+    Seam(
+        _PROFILER, "__post_init__", "overridden: tensor supply from the backend", proposal="profiler-hooks.md", retired_by=_PROFILER_HOOKS
+    ),
+    Seam(
+        _PROFILER,
+        "_legalize_result_idx",
+        "called by the overriding __post_init__",
+        params=("result_idx",),
+        proposal="profiler-hooks.md",
+        retired_by=_PROFILER_HOOKS,
+    ),
+    Seam(
+        _PROFILER,
+        "_get_inputs",
+        "inputs for assert_allclose and do_bench",
+        params=("dynamic_symbolic_constraints",),
+        proposal="profiler-hooks.md",
+        retired_by=_PROFILER_HOOKS,
+    ),
+    Seam(
+        _PROFILER,
+        "with_default_adapter",
+        "binds the kernel's adapter",
+        params=("adapter",),
+        proposal="profiler-hooks.md",
+        retired_by=_PROFILER_HOOKS,
+    ),
     Seam(
         _PROFILER,
         "assert_allclose",
         "overridden: no calls into upstream's device synchronisation",
         params=("reference_program", "input_tensors", "atol", "rtol"),
+        proposal="profiler-hooks.md",
+        retired_by=_PROFILER_HOOKS,
     ),
     Seam(
         _PROFILER,
         "do_bench",
         "overridden: the backend's timer",
         params=("func", "warmup", "rep", "n_warmup", "n_repeat", "input_tensors", "backend", "quantiles", "return_mode"),
+        proposal="profiler-hooks.md",
+        retired_by=_PROFILER_HOOKS,
     ),
     Seam("tilelang.profiler", "TensorSupplyType", "supply kinds of get_profiler"),
     Seam(
@@ -226,6 +271,8 @@ SEAMS: tuple[Seam, ...] = (
         "torch_assert_close",
         "the comparison assert_allclose uses",
         params=("rtol", "atol", "max_mismatched_ratio", "base_name", "ref_name"),
+        proposal="profiler-hooks.md",
+        retired_by=_PROFILER_HOOKS,
     ),
     # -- call forms (every target) -----------------------------------------------------------
     Seam(
@@ -234,8 +281,17 @@ SEAMS: tuple[Seam, ...] = (
         "the stacked @tilelang.jit over @T.prim_func form raises TypeError",
         wrapper="stacked_jit:wrap_jit",
         proposal="stacked-jit.md",
+        retired_by="tilelang.jit:PrimFuncJIT",
     ),
-    Seam(_JIT, "__getitem__", "kernel[grid](...) call form", wrapper="stacked_jit:add_grid_getitem", adds=True, proposal="stacked-jit.md"),
+    Seam(
+        _JIT,
+        "__getitem__",
+        "kernel[grid](...) call form",
+        wrapper="stacked_jit:add_grid_getitem",
+        adds=True,
+        proposal="stacked-jit.md",
+        retired_by=f"{_JIT}.__getitem__",
+    ),
     # -- helpers backends reuse (tilecore.upstream) -----------------------------------------
     Seam("tilelang.cpu.pipeline", "CPUPassPipelineBody", "portable lowering of lower_with_host_pipeline", proposal="helpers.md"),
     Seam("tvm_ffi", "target.build.tilelang_c", "C device codegen of c_source", kind="global", proposal="helpers.md"),

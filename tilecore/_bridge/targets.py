@@ -143,6 +143,23 @@ def register_normalizer(registry: Registry, _original: object = None) -> None:
     table.update(rest)
 
 
+def register_normalizer_public(registry: Registry) -> Callable[[], None]:
+    """The public path (tilelang with ``unregister_target_normalizer`` and ``first=``,
+    docs/upstream/entry-points.md): first, for the reason :func:`register_normalizer` gives."""
+    from tilelang.backend import register_target_normalizer, unregister_target_normalizer
+
+    register_target_normalizer(REGISTRY_NAME, normalizer(registry), override=True, first=True)
+    return lambda: unregister_target_normalizer(REGISTRY_NAME)
+
+
+def register_detector_public(registry: Registry) -> Callable[[], None]:
+    """The public path (tilelang with ``unregister_target_detector``)."""
+    from tilelang.backend import register_target_detector, unregister_target_detector
+
+    register_target_detector(REGISTRY_NAME, detector(registry), override=True)
+    return lambda: unregister_target_detector(REGISTRY_NAME)
+
+
 def register_detector(registry: Registry, _original: object = None) -> None:
     from tilelang.backend import register_target_detector
 

@@ -75,13 +75,20 @@ def locate_nvcc() -> NvccLocation | None:
     return next((c for c in _candidates() if _executable(c.path)), None)
 
 
+def tilelang_cuda_home() -> str | None:
+    """The CUDA_HOME upstream TileLang resolved when it was imported (not necessarily ``$CUDA_HOME``)."""
+    from tilecore.upstream import internal
+
+    home = internal("tilelang.env:CUDA_HOME")
+    return str(home) if home else None
+
+
 def upstream_nvcc() -> Path | None:
     """The nvcc upstream TileLang will run (its CUDA_HOME is fixed when tilelang is imported)."""
-    from tilelang.env import CUDA_HOME
-
-    if not CUDA_HOME:
+    home = tilelang_cuda_home()
+    if not home:
         return None
-    path = Path(CUDA_HOME) / "bin" / "nvcc"
+    path = Path(home) / "bin" / "nvcc"
     return path if _executable(path) else None
 
 
@@ -124,14 +131,13 @@ def find_nvcc(who: str) -> Toolchain:
 
     ``who`` names the target and distribution in errors.
     """
-    from tilelang.env import CUDA_HOME
-
     located = locate_nvcc()
     compiler = upstream_nvcc()
     if compiler is None:
         if located is None:
             raise ToolchainError(f"{who} needs nvcc and found none (looked at {describe_search()}); {INSTALL_HINT}.")
-        home = f"CUDA_HOME={CUDA_HOME}, which has no bin/nvcc" if CUDA_HOME else "no CUDA_HOME"
+        cuda_home = tilelang_cuda_home()
+        home = f"CUDA_HOME={cuda_home}, which has no bin/nvcc" if cuda_home else "no CUDA_HOME"
         raise ToolchainError(
             f"{who}: upstream TileLang compiles with $CUDA_HOME/bin/nvcc, and when it was imported it resolved {home}; "
             f"nvcc exists at {located.path} (found by {located.found_by}). Set CUDA_HOME={located.path.parent.parent} "

@@ -156,11 +156,11 @@ def probe() -> Availability:
 
 def tvm_attrs(options: Mapping[str, str]) -> dict[str, Any]:
     """The attributes upstream's ``tilelang.rocm.target`` sets for an architecture (``_target_from_arch``)."""
-    from tilelang.rocm.target import ROCM_MTRIPLE, rocm_warp_size_for_arch
+    from tilecore.upstream import internal
 
     arch = options["arch"]
-    attrs: dict[str, Any] = {"mcpu": arch, "mtriple": ROCM_MTRIPLE}
-    warp = rocm_warp_size_for_arch(arch)
+    attrs: dict[str, Any] = {"mcpu": arch, "mtriple": internal("tilelang.rocm.target:ROCM_MTRIPLE")}
+    warp = internal("tilelang.rocm.target:rocm_warp_size_for_arch")(arch)
     if warp is not None:
         attrs["thread_warp_size"] = warp
     return attrs
