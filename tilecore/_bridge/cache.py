@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tilecore._bridge.backend_module import EXECUTION_BACKEND
 from tilecore._bridge.targets import resolve_tvm
 from tilecore.errors import TilecoreError
-from tilecore.source_fingerprint import editable_source_fingerprint
 
 if TYPE_CHECKING:
     from tilecore.registry import Registry
@@ -49,6 +48,8 @@ def cache_salt(registry: Registry, tvm_target: Any) -> str | None:
     fingerprint = toolchain.fingerprint if toolchain is not None else ""
     salt = f"tilecore:{target.distribution}=={target.version};{target};{fingerprint}"
     # An editable install changes without a new version: key on its sources too.
+    from tilecore.source_fingerprint import editable_source_fingerprint  # here: not on the activation path
+
     editable = [editable_source_fingerprint(name) for name in (target.distribution, "tilecore")]
     return ";".join([salt, *filter(None, editable)])
 
