@@ -66,7 +66,7 @@ def generate(device_mod: Any, tvm_target: Any, chip: str) -> str:
     # The runtime knows the kernel by the user's prim_func name (abi.py).
     name = str(func.attrs[abi.KERNEL_NAME_ATTR]) if func.attrs is not None and abi.KERNEL_NAME_ATTR in func.attrs else device_name
     entry = abi.entry_name(name)
-    emitter = Emitter(func)
+    emitter = Emitter(func, chip)
     try:
         params = emitter.params()
         emitter.run()

@@ -11,7 +11,11 @@ So after those two casts, two ``tiu::gt_select`` send the elements whose fp32 so
 beyond the rounding threshold to ``±inf`` (``gt_select`` is the IEEE compare on the
 emulator, false whenever a NaN is involved, so NaN stays NaN; see ``codegen_select``).
 
-Also measured, and left as it is: fp32 subnormals (``|x| < 2^-126``) become ``±0`` in the
+BM1684X's cmodel gives ±inf already (measured on the same values), and its compare-select
+refuses an fp32 comparison that writes fp16/bf16, so there the cast stays a plain
+``tiu::cast`` (:data:`SATURATING_CHIPS`).
+
+Also measured on both chips, and left as it is: fp32 subnormals (``|x| < 2^-126``) become ``±0`` in the
 fp32 -> bf16 cast (torch keeps them as bf16 subnormals); fp16 subnormals are right.
 """
 
@@ -27,7 +31,11 @@ if TYPE_CHECKING:
     from tilelang_tpu.codegen_emit import Emitter
     from tilelang_tpu.codegen_ir import Tile
 
-__all__ = ["OVERFLOW_LIMITS", "emit_cast", "is_plain", "temp_tiles"]
+__all__ = ["OVERFLOW_LIMITS", "SATURATING_CHIPS", "emit_cast", "is_plain", "temp_tiles"]
+
+#: Chips whose fp32 -> fp16/bf16 cast saturates (measured; BM1684X's gives ±inf, and its
+#: compare-select refuses an fp32 comparison writing fp16/bf16, so it gets the plain cast).
+SATURATING_CHIPS = ("bm1690",)
 
 #: (source, destination) -> the largest fp32 value that rounds to a finite destination value,
 #: as a C float literal.  A value above it (``>= 65520`` for fp16, ``>= 0x7F7F8000`` as fp32
@@ -50,7 +58,7 @@ def emit_cast(em: Emitter, dst: str, src: str, dst_dtype: str, src_dtype: str, t
     into, then moved from) a ``temp`` tile.
     """
     limit = OVERFLOW_LIMITS.get((src_dtype, dst_dtype))
-    if limit is None:
+    if limit is None or em.chip not in SATURATING_CHIPS:
         em.emit(f"tiu::cast({dst}, {src});")
         return
     source, out = src, dst
