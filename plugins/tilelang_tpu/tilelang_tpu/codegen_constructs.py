@@ -43,7 +43,7 @@ class Construct:
 
 #: How every float cast behaves (the T.copy cast row; ``codegen_cast`` has the measurements).
 _CAST_NOTE = (
-    "round-to-nearest-even with overflow to ±inf as in IEEE: PPL's fp32 → fp16/bf16 `tiu::cast` saturates (`inf` → 65504), "
+    "round-to-nearest-even with overflow to ±inf as in IEEE: on BM1690 PPL's fp32 → fp16/bf16 `tiu::cast` saturates (`inf` → 65504), "
     "so two `tiu::gt_select` after it send the elements beyond the rounding threshold to ±inf, NaN stays NaN "
     "(`codegen_cast`); fp16/bf16 → fp32 is exact, fp16 ↔ bf16 IEEE. fp32 subnormals become ±0 in bf16 (torch keeps them)"
 )
