@@ -105,9 +105,14 @@ def copy_regions(
         )
     full_local = em.full_local(tile, lmin, lext)
     cond = " || ".join(f"{r} < {em.expr(e)}" for r, e in zip(real, gext, strict=True) if not r.lstrip("-").isdigit())
-    if src_global and g.dtype != tile.dtype and full_local and not guards and {g.dtype, tile.dtype} <= set(FLOAT_DTYPES):
+    whole_cast = g.dtype != tile.dtype and full_local and not guards and {g.dtype, tile.dtype} <= set(FLOAT_DTYPES)
+    if whole_cast and src_global:
         # A casting load of a whole tile: staged, zero-filled and cast whole (see _cast_load).
         _cast_load(em, g, gview, tile, shape, cond if partial and zero_fill else None, partial)
+        return
+    if whole_cast and partial:
+        # A casting store of a whole tile clipped at the tensor's edge: cast whole, store the part.
+        _cast_store(em, g, gview, tile, shape)
         return
     if full_local and not partial:
         lview = tile.name
@@ -157,6 +162,18 @@ def _cast_load(em: Emitter, g: GlobalTensor, gview: str, tile: Tile, shape: str,
     else:
         em.emit(f"dma::load({staged}, {gview});")
     emit_cast(em, tile.name, staged, tile.dtype, g.dtype, temp_tiles(em, blk, blk))
+
+
+def _cast_store(em: Emitter, g: GlobalTensor, gview: str, tile: Tile, shape: str) -> None:
+    """``T.copy`` of a whole tile into a global region of another float dtype that the tensor's
+    edge clips: the whole tile is cast into a staging tile (whole tiles need no temporaries for
+    the overflow fix, ``codegen_cast``), whose clipped part is stored."""
+    blk = em.dim4var(tile.block, "cblk")
+    staged = em.fresh("staged")
+    em.emit(f"auto {staged} = make_tensor<{DTYPES[g.dtype]}>({blk}, {blk});")
+    emit_cast(em, staged, tile.name, g.dtype, tile.dtype, temp_tiles(em, blk, blk))
+    origin = em.dim4var(["0", "0", "0", "0"], "corigin")
+    em.emit(f"dma::store({gview}, {staged}.sub_view({shape}, {origin}));")
 
 
 def _copy_cast(em: Emitter, load: bool, g: GlobalTensor, gview: str, tile: Tile, lview: str, lreal: str) -> None:
