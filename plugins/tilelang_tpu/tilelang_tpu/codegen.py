@@ -70,7 +70,7 @@ def generate(device_mod: Any, tvm_target: Any, chip: str, cores: int = 1) -> str
     # The runtime knows the kernel by the user's prim_func name (abi.py).
     name = str(func.attrs[abi.KERNEL_NAME_ATTR]) if func.attrs is not None and abi.KERNEL_NAME_ATTR in func.attrs else device_name
     entry = abi.entry_name(name)
-    emitter = Emitter(func, cores=cores)
+    emitter = Emitter(func, chip, cores=cores)
     try:
         params = emitter.params()
         emitter.run()

@@ -41,6 +41,13 @@ class Construct:
     handler: str | None = None  #: function of ``module`` that emits ``tile_op``
 
 
+#: How every float cast behaves (the T.copy cast row; ``codegen_cast`` has the measurements).
+_CAST_NOTE = (
+    "round-to-nearest-even with overflow to ±inf as in IEEE: on BM1690 PPL's fp32 → fp16/bf16 `tiu::cast` saturates (`inf` → 65504), "
+    "so two `tiu::gt_select` after it send the elements beyond the rounding threshold to ±inf, NaN stays NaN "
+    "(`codegen_cast`); fp16/bf16 → fp32 is exact, fp16 ↔ bf16 IEEE. fp32 subnormals become ±0 in bf16 (torch keeps them)"
+)
+
 CONSTRUCTS: tuple[Construct, ...] = (
     # ------------------------------------------------------------------ control flow / storage
     Construct(
@@ -129,7 +136,11 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "`dma::zero`, which matches TileLang's rule that out-of-bounds reads give 0 and out-of-bounds writes are dropped",
         "codegen_copy",
     ),
-    Construct("`T.copy` that changes fp32/fp16/bf16", "DMA of a staging tile plus `tiu::cast`", "codegen_copy"),
+    Construct(
+        "`T.copy` that changes fp32/fp16/bf16",
+        "DMA of a staging tile plus `tiu::cast` (a load into a whole tile casts the whole zero-filled staging tile); " + _CAST_NOTE,
+        "codegen_copy",
+    ),
     Construct(
         "`T.copy` between a 2-D/3-D tile and a slice of a 3-D/4-D tensor: `Q[bz, bx * BM : (bx + 1) * BM, by, :]` (bshd), "
         "`Q[bz, by, bx * BM : (bx + 1) * BM, :]` (bhsd)",
@@ -146,7 +157,7 @@ CONSTRUCTS: tuple[Construct, ...] = (
     ),
     Construct(
         "`T.copy` tile → tile",
-        "`tiu::move`, or `tiu::cast` across dtypes. The staging copy that `T.reduce_*` inserts for shared inputs is "
+        "`tiu::move`, or `tiu::cast` across dtypes (overflow gives ±inf, as in IEEE: `codegen_cast`). The staging copy that `T.reduce_*` inserts for shared inputs is "
         "removed: the reduction reads the original tile",
         "codegen_copy",
     ),
@@ -177,7 +188,8 @@ CONSTRUCTS: tuple[Construct, ...] = (
     Construct(
         "`T.Parallel` loops `c[i, j] = expr`",
         "one TIU instruction per operation over the whole tile. Tile ⊕ tile: `tiu::fadd/fsub/fmul/fdiv/fmax/fmin`. "
-        "Tile ⊕ scalar (either side): the same functions with a `float` constant (the PPL `_C` forms). Casts: `tiu::cast`. "
+        "Tile ⊕ scalar (either side): the same functions with a `float` constant (the PPL `_C` forms). Casts: `tiu::cast`, "
+        "with overflow to ±inf as in IEEE (`codegen_cast`). "
         "Functions: `T.exp` → `fexp` (PPL's range-reduced exp), `T.exp2(x)` → `fexp(x · ln 2)` (a constant "
         "scale `x · c`, `c · x` or `a · c ± b · c` folds into that one multiply: `fexp((a ± b) · c ln 2)`), `T.log` → `flog`, "
         "`T.log2(x)` → `flog(x) / ln 2`, `T.tanh` → `tanh_fp32` and `T.sigmoid` → `sigmoid_fp32` (fp32 only; others refused "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tilelang_tpu.codegen_cast import emit_cast, temp_tiles
 from tilelang_tpu.codegen_gather import WORD_PAIR_DTYPES, copy_gathered_row, storage_dims, uses_loaded_index
 from tilelang_tpu.codegen_ir import GlobalTensor, Tile, is_const, local_dims, region, squeeze
 from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES, offset4, to4
@@ -103,13 +104,22 @@ def copy_regions(
             hint="copy between a region and a tile of the same shape (rows on the lanes, columns along W)",
         )
     full_local = em.full_local(tile, lmin, lext)
+    cond = " || ".join(f"{r} < {em.expr(e)}" for r, e in zip(real, gext, strict=True) if not r.lstrip("-").isdigit())
+    whole_cast = g.dtype != tile.dtype and full_local and not guards and {g.dtype, tile.dtype} <= set(FLOAT_DTYPES)
+    if whole_cast and src_global:
+        # A casting load of a whole tile: staged, zero-filled and cast whole (see _cast_load).
+        _cast_load(em, g, gview, tile, shape, cond if partial and zero_fill else None, partial)
+        return
+    if whole_cast and partial:
+        # A casting store of a whole tile clipped at the tensor's edge: cast whole, store the part.
+        _cast_store(em, g, gview, tile, shape)
+        return
     if full_local and not partial:
         lview = tile.name
     else:
         loff = em.dim4var(storage_dims(offset4([em.expr(m) for m in lmin], tile.layout), tile.dtype), "loff")
         lview = f"{tile.name}.sub_view({shape}, {loff})"
     if src_global and partial and zero_fill:
-        cond = " || ".join(f"{r} < {em.expr(e)}" for r, e in zip(real, gext, strict=True) if not r.lstrip("-").isdigit())
         if full_local:
             target = tile.name
         else:
@@ -135,17 +145,49 @@ def copy_regions(
         em.emit("}")
 
 
+def _cast_load(em: Emitter, g: GlobalTensor, gview: str, tile: Tile, shape: str, zero_if: str | None, partial: bool) -> None:
+    """``T.copy`` of a global region into a whole tile of another float dtype: the region is
+    loaded into a staging tile of the tile's block (zero-filled first where it is clipped),
+    which is cast whole.  Casting into a sub-view of a zero-filled tile instead crashes
+    ppl-compile 1.30.2 in a pipelined loop (SIGSEGV; so does moving into one), and the
+    overflow fix of a narrowing cast needs whole tiles (``codegen_cast``)."""
+    blk = em.dim4var(tile.block, "cblk")
+    staged = em.fresh("staged")
+    em.emit(f"auto {staged} = make_tensor<{DTYPES[g.dtype]}>({blk}, {blk});")
+    if zero_if is not None:
+        em.emit(f"if ({zero_if}) dma::zero({staged});")
+    if partial:
+        origin = em.dim4var(["0", "0", "0", "0"], "corigin")
+        em.emit(f"dma::load({staged}.sub_view({shape}, {origin}), {gview});")
+    else:
+        em.emit(f"dma::load({staged}, {gview});")
+    emit_cast(em, tile.name, staged, tile.dtype, g.dtype, temp_tiles(em, blk, blk))
+
+
+def _cast_store(em: Emitter, g: GlobalTensor, gview: str, tile: Tile, shape: str) -> None:
+    """``T.copy`` of a whole tile into a global region of another float dtype that the tensor's
+    edge clips: the whole tile is cast into a staging tile (whole tiles need no temporaries for
+    the overflow fix, ``codegen_cast``), whose clipped part is stored."""
+    blk = em.dim4var(tile.block, "cblk")
+    staged = em.fresh("staged")
+    em.emit(f"auto {staged} = make_tensor<{DTYPES[g.dtype]}>({blk}, {blk});")
+    emit_cast(em, staged, tile.name, g.dtype, tile.dtype, temp_tiles(em, blk, blk))
+    origin = em.dim4var(["0", "0", "0", "0"], "corigin")
+    em.emit(f"dma::store({gview}, {staged}.sub_view({shape}, {origin}));")
+
+
 def _copy_cast(em: Emitter, load: bool, g: GlobalTensor, gview: str, tile: Tile, lview: str, lreal: str) -> None:
     if g.dtype not in FLOAT_DTYPES or tile.dtype not in FLOAT_DTYPES:
         raise em.fail(f"T.copy converting {g.dtype} <-> {tile.dtype}", hint="casts between fp32, fp16 and bf16 are supported")
     blk = em.dim4var(tile.block, "cblk")
     tmp = em.fresh("staged")
     em.emit(f"auto {tmp} = make_tensor<{DTYPES[g.dtype]}>({blk}, {lreal});")
+    temp = temp_tiles(em, blk, lreal)
     if load:
         em.emit(f"dma::load({tmp}, {gview});")
-        em.emit(f"tiu::cast({lview}, {tmp});")
+        emit_cast(em, lview, tmp, tile.dtype, g.dtype, temp)
     else:
-        em.emit(f"tiu::cast({tmp}, {lview});")
+        emit_cast(em, tmp, lview, g.dtype, tile.dtype, temp)
         em.emit(f"dma::store({gview}, {tmp});")
 
 
@@ -167,7 +209,7 @@ def copy_local(em: Emitter, src: Any, src_min: list[Any], src_ext: list[Any], ds
     if st.dtype == dt.dtype:
         em.emit(f"tiu::move({dview}, {sview});")
     elif st.dtype in FLOAT_DTYPES and dt.dtype in FLOAT_DTYPES:
-        em.emit(f"tiu::cast({dview}, {sview});")
+        emit_cast(em, dview, sview, dt.dtype, st.dtype, temp_tiles(em, d4, d4))
     else:
         raise em.fail(f"T.copy converting {st.dtype} -> {dt.dtype}", hint="casts between fp32, fp16 and bf16 are supported")
 

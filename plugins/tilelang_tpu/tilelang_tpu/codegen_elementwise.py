@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tilelang_tpu.codegen_cast import emit_cast
 from tilelang_tpu.codegen_copy import emit_tile_transpose
 from tilelang_tpu.codegen_gather import WORD_PAIR_DTYPES, emit_global_read, reads_global
 from tilelang_tpu.codegen_ir import CodegenError, Operand, Tile, as_float, is_const, is_zero, op_name, same_index, same_var
@@ -130,7 +131,7 @@ def elementwise(em: Emitter, store: Any, loop_vars: list[Any], extents: list[int
     if result is not None:
         if result.is_tile:
             if result.dtype != tile.dtype:
-                em.emit(f"tiu::cast({dst}, {result.text});")
+                emit_cast(em, dst, result.text, tile.dtype, result.dtype, ctx.temp)
             else:
                 em.emit(f"tiu::move({dst}, {result.text});")
         else:
@@ -182,9 +183,10 @@ def _global_store(em: Emitter, store: Any, loop_vars: list[Any], extents: list[i
     ctx = _Elementwise(em, loop_vars, tile_index, list(shape), [0] * len(shape), tile, loop)
     result = ctx.compute(store.value, name)
     if result is not None:
-        em.emit(
-            f"tiu::{'move' if result.is_tile and result.dtype == g.dtype else 'cast' if result.is_tile else 'fill'}({name}, {result.text});"
-        )
+        if result.is_tile and result.dtype != g.dtype:
+            emit_cast(em, name, result.text, g.dtype, result.dtype, ctx.temp)
+        else:
+            em.emit(f"tiu::{'move' if result.is_tile else 'fill'}({name}, {result.text});")
     real = []
     guards = []  # clipped extents that may be <= 0 (along a symbolic dimension, see codegen_dynamic)
     for axis, (off, d) in enumerate(zip(offsets, dom, strict=True)):
@@ -296,7 +298,7 @@ class _Elementwise:
             if dtype == src.dtype:
                 return src
             out = dst if dst is not None and self.dst_tile.dtype == dtype else self.temp(dtype)
-            em.emit(f"tiu::cast({out}, {src.text});")
+            emit_cast(em, out, src.text, dtype, src.dtype, self.temp)
             return None if out == dst else Operand(out, dtype, True)
         binary = {tirx.Add: "fadd", tirx.Sub: "fsub", tirx.Mul: "fmul", tirx.Div: "fdiv", tirx.Max: "fmax", tirx.Min: "fmin"}
         for cls, fn in binary.items():
@@ -367,7 +369,7 @@ class _Elementwise:
             assert v is not None
             if v.is_tile and v.dtype != "float32":
                 t = self.temp("float32")
-                em.emit(f"tiu::cast({t}, {v.text});")
+                emit_cast(em, t, v.text, "float32", v.dtype, self.temp)
                 v = Operand(t, "float32", True)
             if not v.is_tile:  # the select takes its scalar operands by reference
                 name = em.fresh("sel")
@@ -380,7 +382,7 @@ class _Elementwise:
         em.emit(f"tiu::{op}_select({out}, {diff}, {limit}, {operands[0]}, {operands[1]});")
         if dtype != "float32":
             final = self._out(dtype, dst)
-            em.emit(f"tiu::cast({final}, {out});")
+            emit_cast(em, final, out, dtype, "float32", self.temp)
             out = final
         return None if out == dst else Operand(out, dtype, True)
 

@@ -44,6 +44,7 @@ class Emitter:
     """Prints the body of one kernel.  Create, then call :meth:`run`."""
 
     func: Any
+    chip: str = "bm1690"  # the ppl-compile chip (chip-specific code: codegen_cast)
     lines: list[str] = field(default_factory=list)
     indent: int = 1
     stmt_text: str = ""  # the TIR statement being emitted (for error messages)

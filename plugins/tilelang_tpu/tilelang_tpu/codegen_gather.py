@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tilelang_tpu.codegen_cast import emit_cast, temp_tiles
 from tilelang_tpu.codegen_ir import Tile, is_const, same_var
 from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES, offset4, to4
 
@@ -125,7 +126,7 @@ def emit_global_read(em: Emitter, store: Any, tile: Tile, loop_vars: list[Any], 
     else:
         _strided_load(em, value, loop_vars, extents, target, loop)
     if target != tile.name:
-        em.emit(f"tiu::cast({tile.name}, {target});")
+        emit_cast(em, tile.name, target, tile.dtype, g.dtype, temp_tiles(em, block, block))
 
 
 def _row_gather(em: Emitter, load: Any, loop_vars: list[Any], extents: list[int], target: str, loop: Any) -> None:

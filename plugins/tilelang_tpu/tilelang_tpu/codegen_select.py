@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tilelang_tpu.codegen_cast import emit_cast
 from tilelang_tpu.codegen_ir import Operand, as_float, float_imm
 from tilelang_tpu.codegen_layout import FLOAT_DTYPES
 
@@ -223,7 +224,7 @@ def _value(ctx: _Elementwise, e: Any, dtype: str) -> _Value:
         if dtype == "float32":
             return _aligned(ctx, indices, dtype)
         converted = ctx.temp(dtype)
-        em.emit(f"tiu::cast({converted}, {indices});")
+        emit_cast(em, converted, indices, dtype, "float32", ctx.temp)
         return _Value(converted, True)
     operand = ctx.compute(e, None)
     assert operand is not None
@@ -233,7 +234,7 @@ def _value(ctx: _Elementwise, e: Any, dtype: str) -> _Value:
         if operand.dtype not in FLOAT_DTYPES or dtype not in FLOAT_DTYPES:
             raise ctx.fail(f"T.if_then_else mixing {operand.dtype} and {dtype} values", "cast the operands to one dtype")
         converted = ctx.temp(dtype)
-        em.emit(f"tiu::cast({converted}, {operand.text});")
+        emit_cast(em, converted, operand.text, dtype, operand.dtype, ctx.temp)
         return _Value(converted, True)
     return _aligned(ctx, operand.text, dtype)
 
