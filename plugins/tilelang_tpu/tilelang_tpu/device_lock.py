@@ -27,9 +27,11 @@ Stdlib only (ctypes on libc): the emulator worker imports it.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 #: The lock word's two values (from ``lock_port`` / ``unlock_port`` in libtpuv7_rt.so).
@@ -108,23 +110,31 @@ def _word(address: int) -> int:
     return ctypes.c_uint64.from_address(address).value
 
 
-def inspect() -> LockState | None:
-    """The lock segment's state, or None when there is none (nobody holds or waits for the lock)."""
+@contextlib.contextmanager
+def _mapped_segment(flags: int) -> Iterator[tuple[ctypes.CDLL, int, int] | None]:
+    """The existing lock segment attached with ``shmat`` ``flags`` (libc, shmid, address), detached
+    on exit; None when there is no segment or it cannot be attached (another user's, read-only)."""
     libc = _libc()
     segment_key = key()
-    if segment_key is None:
-        return None
-    shmid = libc.shmget(segment_key, 0, 0)
-    if shmid < 0:
-        return None
-    address = libc.shmat(shmid, None, _SHM_RDONLY)
+    shmid = -1 if segment_key is None else libc.shmget(segment_key, 0, 0)
+    address = None if shmid < 0 else libc.shmat(shmid, None, flags)
     if address in (None, ctypes.c_void_p(-1).value):
-        return None
+        yield None
+        return
     try:
-        word = _word(address)
-        stat = _attached(libc, shmid)
+        yield libc, shmid, address
     finally:
         libc.shmdt(address)
+
+
+def inspect() -> LockState | None:
+    """The lock segment's state, or None when there is none (nobody holds or waits for the lock)."""
+    with _mapped_segment(_SHM_RDONLY) as segment:
+        if segment is None:
+            return None
+        libc, shmid, address = segment
+        word = _word(address)
+        stat = _attached(libc, shmid)
     if stat is None:
         return None
     creator, last, attached = stat
@@ -137,26 +147,18 @@ def clear_stale() -> LockState | None:
     Safe against live processes: only the holder ever moves the word from
     LOCKED, and a locked segment with no process attached has no holder.
     A process that attaches meanwhile finds it locked and retries within a
-    second, finding it unlocked.
+    second, finding it unlocked.  A segment this process may not write
+    (another user's) is left alone.
     """
-    libc = _libc()
-    segment_key = key()
-    if segment_key is None:
-        return None
-    shmid = libc.shmget(segment_key, 0, 0)
-    if shmid < 0:
-        return None
-    address = libc.shmat(shmid, None, 0)
-    if address in (None, ctypes.c_void_p(-1).value):
-        return None  # not ours to write (another user's segment without write permission)
-    try:
+    with _mapped_segment(0) as segment:
+        if segment is None:
+            return None
+        libc, shmid, address = segment
         stat = _attached(libc, shmid)
         if stat is None or _word(address) != LOCKED or stat[2] != 1:  # 1: only this process
             return None
         ctypes.c_uint64.from_address(address).value = UNLOCKED
         return LockState(shmid, LOCKED, 0, stat[0], stat[1])
-    finally:
-        libc.shmdt(address)
 
 
 def make_stale() -> bool:
