@@ -172,6 +172,34 @@ def test_gemm_forms() -> None:
     assert "dim4 a_block = {64, 1, 1, 64};" in f32  # mm v1 operand layout: rows on N
 
 
+@pytest.mark.usefixtures("toolchain")
+def test_flash_attention_overwriting_gemm_and_hoisted_mask() -> None:
+    """No fill of the score tile before its first GEMM (the GEMM overwrites it), and the
+    causal mask's index tiles built once, before every loop (in the loops only the scalar
+    limit and the select remain)."""
+    from tpu_upstream_kernels import flash_attention_kernel
+
+    def ppl_of(func: Any) -> str:  # through tilelang.compile: its lowering folds T.infinity
+        return str(tilelang.compile(func, target="tpu:cores=1", out_idx=[3]).get_kernel_source())
+
+    plain = ppl_of(flash_attention_kernel(1, 2, 256, 64, False))
+    body = plain[plain.index("for (") :]
+    first_gemm = body.index("tiu::fmm2_nt(")
+    assert "tiu::fill(acc_s," not in body[:first_gemm]
+    assert re.search(r"tiu::fmm2_nt\(acc_s, Q_shared, K_shared, false\);", body)
+    assert "tiu::fmm2_nn(acc_o, acc_s_cast, V_shared, true);" in body  # acc_o still accumulates
+
+    causal = ppl_of(flash_attention_kernel(1, 2, 256, 64, True))
+    first_loop = causal.index("\n  for (")  # the first loop of the kernel body (the grid)
+    prologue, loops = causal[:first_loop], causal[first_loop:]
+    assert prologue.count("arange_broadcast(") == 2 and "tiu::transpose_wc(" in prologue
+    assert "arange_broadcast(" not in loops and "tiu::transpose_wc(" not in loops
+    assert re.search(r"tiu::fsub\(mask_index\w*, ", prologue)
+    assert re.search(r"tiu::gt_select\(acc_s, mask_index\w*, limit\w*, ", loops)
+    assert re.search(r"float limit\w* = -0\.5f - \(float\)\(", loops)
+    assert re.search(r"tiu::fmm2_nt\(acc_s, Q_shared, K_shared, true\);", loops)  # onto the mask
+
+
 def test_softmax_broadcasts_row_vectors() -> None:
     src = ppl_of(softmax_kernel(100, 200, 64))
     assert src.count("quick_pooling(") == 2

@@ -226,7 +226,10 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "`T.if_then_else(cond, a, b)` with `cond` comparing integer expressions of loop and block indices "
         "(`<`, `<=`, `>`, `>=`, `==`, `!=`; causal and sequence-length masks)",
         "index tiles (PPL's serial-number table along `W`; transposed onto the lanes, + 64·g per row group, for rows), "
-        "their difference as exact fp32 integers, then `tiu::gt_select`/`lt_select` against a half-integer threshold",
+        "their difference as exact fp32 integers, then `tiu::gt_select`/`lt_select` against a half-integer threshold. "
+        "For `<`, `<=`, `>`, `>=` of a sum of loop variables with constant factors plus a scalar part (`bx * 128 + i >= k * 128 + j`), "
+        "the index difference (`i - j`) is built once at the start of the kernel, before every loop, and the scalar part "
+        "(clamped to ±2^20) moves into the threshold: in the loop only the select remains",
         "codegen_elementwise",
     ),
     Construct(
@@ -347,6 +350,12 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "codegen_gemm",
     ),
     Construct("`T.gemm(..., clear_accum=True)`", "`accumulate = false`", "codegen_gemm"),
+    Construct(
+        "`T.clear(C)` / `T.fill(C, 0)` of the whole tile immediately followed by `T.gemm(A, B, C)` (C not an operand)",
+        "no fill; the GEMM is emitted with `accumulate = false` and overwrites C. A fill of part of C, of another value, "
+        "or with a statement in between is kept",
+        "codegen_gemm",
+    ),
     Construct(
         "`T.gemm(transpose_A=True)` (A a `[K, M]` tile) with fp16/bf16 operands, with or without `transpose_B`",
         "A is transposed into a scratch `[M, K]` tile (`tiu::transpose_cw`/`transpose_wc`, as for dim-0 reductions), then "

@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 
 __all__ = ["elementwise", "emit_parallel"]
 
+#: A hoisted mask's scalar offset is clamped to +-this (its index tile stays far below it).
+_HOIST_CLAMP = 1 << 20
+
 
 def emit_parallel(em: Emitter, loop: Any) -> None:
     from tvm import tirx
@@ -358,7 +361,12 @@ class _Elementwise:
                 "conditions compare integer expressions of the loop and block indices (<, <=, >, >=, ==, !=)",
             )
         swap, op, threshold = kind
-        diff = self.index_tile(tirx.Sub(cond.b, cond.a) if swap else tirx.Sub(cond.a, cond.b))
+        difference = tirx.Sub(cond.b, cond.a) if swap else tirx.Sub(cond.a, cond.b)
+        hoisted = None if isinstance(cond, (tirx.EQ, tirx.NE)) else self.hoisted_difference(difference, threshold)
+        if hoisted is not None:
+            diff, limit_value = hoisted
+        else:
+            diff, limit_value = self.index_tile(difference), threshold
         if isinstance(cond, (tirx.EQ, tirx.NE)):
             absolute = self.temp("float32")
             em.emit(f"tiu::fabs({absolute}, {diff});")
@@ -377,7 +385,7 @@ class _Elementwise:
                 v = Operand(name, "float32", False)
             operands.append(v.text)
         limit = em.fresh("limit")
-        em.emit(f"float {limit} = {threshold};")
+        em.emit(f"float {limit} = {limit_value};")
         out = self._out(dtype, dst) if dtype == "float32" else self.temp("float32")
         em.emit(f"tiu::{op}_select({out}, {diff}, {limit}, {operands[0]}, {operands[1]});")
         if dtype != "float32":
@@ -385,6 +393,109 @@ class _Elementwise:
             emit_cast(em, final, out, dtype, "float32", self.temp)
             out = final
         return None if out == dst else Operand(out, dtype, True)
+
+    def hoisted_difference(self, e: Any, threshold: str) -> tuple[str, str] | None:
+        """``e > threshold`` as ``index > limit``: ``e`` split into a linear combination of the
+        T.Parallel variables with constant coefficients (``i - j``) plus a scalar part ``s``
+        that carries the block and loop indices and offsets (``bx * 128 - k * 128``).  The
+        index tile depends on no kernel variable, so it is built once at the start of the
+        kernel (:meth:`Emitter.hoisted`); in the loop only the scalar limit
+        ``threshold - s`` is computed.  Returns (index tile, C expression of the limit), or
+        None when ``e`` is not of that form (the mask is then built where it is used).
+
+        ``s`` is clamped to ``[-2^20, 2^20]`` first: the index tile's values are far smaller,
+        so the comparison is the same (always true or always false beyond), and
+        ``threshold - s`` is then an exact fp32 value (a half-integer below 2^21).
+        """
+        from tvm import tirx
+
+        terms = self._linear(e)
+        if terms is None:
+            return None
+        coefficients, scalar = terms
+        dims: dict[int, int] = {}
+        for var, c in coefficients:
+            positions = [d for d, idx in enumerate(self.index) if isinstance(idx, tirx.Var) and idx.same_as(var)]
+            if not positions:
+                return None
+            dims[positions[0]] = dims.get(positions[0], 0) + c
+        terms_by_dim = sorted((d, c) for d, c in dims.items() if c != 0)
+        if not terms_by_dim or sum(abs(c) * self.extents[d] for d, c in terms_by_dim) >= _HOIST_CLAMP:
+            return None
+        if self.dst_tile.layout != "lanes" or len(self.index) > 2:
+            return None
+        em = self.em
+        key = ("mask-index", tuple(self.dom4), tuple(terms_by_dim))
+
+        def build() -> str:
+            ctx = _Elementwise(em, self.loop_vars, self.index, self.extents, self.offsets, self.dst_tile, self.loop)
+            block = em.dim4var(self.dom4, "mask_block")
+            out = em.fresh("mask_index")
+            em.emit(f"auto {out} = make_tensor<fp32>({block}, {block});")
+            em.emit("{")
+            em.indent += 1
+            (d0, c0), rest = terms_by_dim[0], terms_by_dim[1:]
+            first = ctx.axis_tile(d0)
+            if rest and c0 == 1 and rest[0][1] == -1:
+                em.emit(f"tiu::fsub({out}, {first}, {ctx.axis_tile(rest[0][0])});")
+                rest = rest[1:]
+            elif c0 == 1:
+                em.emit(f"tiu::move({out}, {first});")
+            else:
+                em.emit(f"tiu::fmul({out}, {first}, (float)({c0}));")
+            for d, c in rest:
+                axis = ctx.axis_tile(d)
+                if c in (1, -1):
+                    em.emit(f"tiu::{'fadd' if c == 1 else 'fsub'}({out}, {out}, {axis});")
+                else:
+                    scaled = ctx.temp("float32")
+                    em.emit(f"tiu::fmul({scaled}, {axis}, (float)({c}));")
+                    em.emit(f"tiu::fadd({out}, {out}, {scaled});")
+            em.indent -= 1
+            em.emit("}")
+            return out
+
+        tile = em.hoisted(key, build)
+        if scalar is None:
+            return tile, threshold
+        dtype = str(scalar.dtype)
+        bound = tirx.IntImm(dtype, _HOIST_CLAMP)
+        clamped = tirx.Min(tirx.Max(scalar, tirx.IntImm(dtype, -_HOIST_CLAMP)), bound)
+        return tile, f"{threshold} - (float)({em.expr(clamped)})"
+
+    def _linear(self, e: Any) -> tuple[list[tuple[Any, int]], Any] | None:
+        """``e`` as (``[(T.Parallel variable, coefficient)]``, scalar part or None), for sums,
+        differences and products by integer constants; None if ``e`` is of another form."""
+        from tvm import tirx
+
+        if not self.uses_loop_vars(e):
+            return [], e
+        if isinstance(e, tirx.Var):
+            return [(e, 1)], None
+        if isinstance(e, (tirx.Add, tirx.Sub)):
+            left, right = self._linear(e.a), self._linear(e.b)
+            if left is None or right is None:
+                return None
+            sign = 1 if isinstance(e, tirx.Add) else -1
+            coefficients = left[0] + [(v, sign * c) for v, c in right[0]]
+            a, b = left[1], right[1]
+            if a is not None and b is not None and str(a.dtype) != str(b.dtype):
+                return None
+            if b is None:
+                scalar = a
+            elif a is None:
+                scalar = b if sign == 1 else tirx.Sub(tirx.IntImm(str(b.dtype), 0), b)
+            else:
+                scalar = tirx.Add(a, b) if sign == 1 else tirx.Sub(a, b)
+            return coefficients, scalar
+        if isinstance(e, tirx.Mul):
+            for factor, other in ((e.a, e.b), (e.b, e.a)):
+                if isinstance(factor, tirx.IntImm):
+                    inner = self._linear(other)
+                    if inner is None or inner[1] is not None:
+                        return None
+                    return [(v, c * int(factor.value)) for v, c in inner[0]], None
+        return None
 
     def index_tile(self, e: Any) -> str:
         """An fp32 tile over the domain holding the integer expression ``e`` of the loop

@@ -11,6 +11,7 @@ naming the construct and the TIR statement it came from: the emitter never guess
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +34,7 @@ from tilelang_tpu.codegen_ir import (
 )
 from tilelang_tpu.codegen_layout import DTYPES, REDUCE_ALIGN, dim4, offset4, to4
 from tilelang_tpu.codegen_multicore import GridSplit, emit_split_grid, grid_split
-from tilelang_tpu.codegen_plan import KernelPlan, plan_kernel
+from tilelang_tpu.codegen_plan import KernelPlan, overwriting_gemm, plan_kernel
 from tilelang_tpu.codegen_scalar import ScalarPrinter, Unsupported
 
 __all__ = ["CodegenError", "Emitter", "Tile"]
@@ -57,6 +58,9 @@ class Emitter:
     shape_symbols: list[str] = field(default_factory=list)  # symbolic dimensions, in entry order (abi.ShapeSlot)
     cores: int = 1  # cores the target asks for (tpu:cores=N)
     split: GridSplit = field(default_factory=GridSplit)  # how the grid runs on them (codegen_multicore)
+    overwriting: Any = None  # the T.gemm call whose zero fill was dropped (it overwrites its accumulator)
+    prologue: int = 0  # where in ``lines`` hoisted code goes: the kernel body's start, before every loop
+    hoisted_tiles: dict[Any, str] = field(default_factory=dict)  # key -> tile built once in the prologue
 
     def __post_init__(self) -> None:
         from tvm import arith
@@ -181,7 +185,26 @@ class Emitter:
         self.plan = plan_kernel(self.func.body)
         self.split = grid_split(self.func.body, self.cores)
         self.declare_globals()
+        self.prologue = len(self.lines)
         self.stmt(self.func.body)
+
+    def hoisted(self, key: Any, build: Callable[[], str]) -> str:
+        """The tile that ``build`` emits, emitted once at the start of the kernel body (before
+        every loop) instead of where it is used; ``key`` identifies it (built once per key).
+        ``build`` must depend on no variable of the kernel, only on constants."""
+        if key in self.hoisted_tiles:
+            return self.hoisted_tiles[key]
+        saved, indent = self.lines, self.indent
+        self.lines, self.indent = [], 1
+        try:
+            name = build()
+            built = self.lines
+        finally:
+            self.lines, self.indent = saved, indent
+        self.lines[self.prologue : self.prologue] = built
+        self.prologue += len(built)
+        self.hoisted_tiles[key] = name
+        return name
 
     def _aliased_copy(self, stmt: Any) -> bool:
         """True for a staging copy whose destination became an alias of its source."""
@@ -212,8 +235,14 @@ class Emitter:
         from tvm import tirx
 
         if isinstance(s, tirx.SeqStmt):
-            for child in s.seq:
+            children = list(s.seq)
+            for index, child in enumerate(children):
                 if self._aliased_copy(child):
+                    continue
+                gemm = overwriting_gemm(child, children[index + 1]) if index + 1 < len(children) else None
+                if gemm is not None:
+                    # T.clear(c); T.gemm(a, b, c): no fill, the GEMM overwrites c.
+                    self.overwriting = gemm
                     continue
                 self.stmt(child)
             return

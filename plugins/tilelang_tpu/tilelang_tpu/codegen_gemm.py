@@ -20,7 +20,8 @@ def emit_gemm(em: Emitter, call: Any) -> None:
     b, bmin, bext = region(call.args[1])
     c, cmin, cext = region(call.args[2])
     trans_a, trans_b = bool(int(call.args[3])), bool(int(call.args[4]))
-    clear = bool(int(call.args[9]))
+    # clear_accum=True, or the zero fill just before it was dropped (codegen_plan.overwriting_gemm).
+    clear = bool(int(call.args[9])) or (em.overwriting is not None and call.same_as(em.overwriting))
     tiles = [em.tiles.get(x.data) for x in (a, b, c)]
     if any(t is None for t in tiles):
         raise em.fail("T.gemm on a buffer that is not a local tile")

@@ -8,17 +8,19 @@
 * which grid loop, if any, can be software-pipelined.
 
 The plan is computed once from the device PrimFunc and only read afterwards.
+:func:`overwriting_gemm` is the one local (two-statement) decision, made while emitting.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from tilelang_tpu.codegen_ir import op_name, pipelinable_grid_loop, region, tile_call, whole
 
-__all__ = ["KernelPlan", "plan_kernel"]
+__all__ = ["KernelPlan", "overwriting_gemm", "plan_kernel"]
 
 
 @dataclass
@@ -44,6 +46,40 @@ def plan_kernel(body: Any) -> KernelPlan:
         plan.reduce_sources.clear()
         _collect_uses(plan, body)
     return plan
+
+
+def overwriting_gemm(first: Any, second: Any) -> Any:
+    """The ``T.gemm`` call of ``second`` when ``first`` is a zero fill that it overwrites, else None.
+
+    ``T.clear(c)`` / ``T.fill(c, 0)`` of a whole tile immediately followed by
+    ``T.gemm(a, b, c)``: the GEMM writes every element of ``c`` (codegen_gemm only takes
+    whole tiles), so it is emitted non-accumulating (``accumulate = false``, as
+    ``clear_accum=True``) and the fill is dropped, as a PPL programmer writes it.  Only when
+    the fill covers the whole tile, its value is +0, and ``c`` is neither operand of the
+    GEMM.  (An accumulating GEMM adds its products to +0 exactly: the result is the same.)
+    """
+    from tvm import tirx
+
+    fill, gemm = tile_call(first, "tl.tileop.fill"), tile_call(second, "tl.tileop.gemm")
+    if fill is None or gemm is None:
+        return None
+    value = fill.args[1]
+    if isinstance(value, tirx.IntImm):
+        zero = int(value.value) == 0
+    else:
+        zero = isinstance(value, tirx.FloatImm) and value.value == 0.0 and math.copysign(1.0, value.value) > 0
+    buf, mins, ext = region(fill.args[0])
+    a, b, (c, cmin, cext) = region(gemm.args[0])[0], region(gemm.args[1])[0], region(gemm.args[2])
+    if (
+        zero
+        and whole(buf, mins, ext)
+        and c.data.same_as(buf.data)
+        and whole(c, cmin, cext)
+        and not a.data.same_as(buf.data)
+        and not b.data.same_as(buf.data)
+    ):
+        return gemm
+    return None
 
 
 def _has_tile_op(body: Any, op: str) -> bool:
