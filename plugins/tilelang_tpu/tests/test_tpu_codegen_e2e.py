@@ -196,15 +196,16 @@ def test_gemm(dtype: str, torch_dtype: torch.dtype, transpose_b: bool) -> None:
     assert _rel(kernel(a, b), expected) < 1e-5
 
 
-def _clear_then_gemm(M: int, N: int, K: int, dtype: str, transpose_b: bool) -> Any:
+def _clear_then_gemm(M: int, N: int, K: int, dtype: str, transpose_b: bool, transpose_a: bool = False) -> Any:
+    a_shape = (K, M) if transpose_a else (M, K)
     b_shape = (N, K) if transpose_b else (K, N)
 
     @T.prim_func
     def clear_then_gemm(
-        A: T.Tensor((M, K), dtype), B: T.Tensor(b_shape, dtype), C: T.Tensor((M, N), "float32"), D: T.Tensor((M, N), "float32")
+        A: T.Tensor(a_shape, dtype), B: T.Tensor(b_shape, dtype), C: T.Tensor((M, N), "float32"), D: T.Tensor((M, N), "float32")
     ):
         with T.Kernel(1, threads=1) as _:
-            a = T.alloc_shared((M, K), dtype)
+            a = T.alloc_shared(a_shape, dtype)
             b = T.alloc_shared(b_shape, dtype)
             c = T.alloc_fragment((M, N), "float32")
             d = T.alloc_fragment((M, N), "float32")
@@ -212,35 +213,36 @@ def _clear_then_gemm(M: int, N: int, K: int, dtype: str, transpose_b: bool) -> A
             T.copy(B[0, 0], b)
             T.fill(c, 1)
             T.fill(c[0 : M // 2, :], 0)  # part of the tile: kept, the GEMM accumulates onto it
-            T.gemm(a, b, c, transpose_B=transpose_b)
+            T.gemm(a, b, c, transpose_A=transpose_a, transpose_B=transpose_b)
             T.copy(c, C[0, 0])
             T.fill(d, 5)
             T.clear(d)  # the whole tile: dropped, the GEMM overwrites d
-            T.gemm(a, b, d, transpose_B=transpose_b)
+            T.gemm(a, b, d, transpose_A=transpose_a, transpose_B=transpose_b)
             T.copy(d, D[0, 0])
 
     return clear_then_gemm
 
 
 @pytest.mark.parametrize(
-    ("dtype", "torch_dtype", "transpose_b"),
+    ("dtype", "torch_dtype", "transpose_a", "transpose_b"),
     [
-        ("float16", torch.float16, False),
-        ("bfloat16", torch.bfloat16, True),
-        ("float32", torch.float32, False),
-        ("float32", torch.float32, True),
+        ("float16", torch.float16, False, False),
+        ("bfloat16", torch.bfloat16, False, True),
+        ("float16", torch.float16, True, False),
+        ("float32", torch.float32, False, False),
+        ("float32", torch.float32, True, True),
     ],
 )
-def test_gemm_after_clear(dtype: str, torch_dtype: torch.dtype, transpose_b: bool) -> None:
+def test_gemm_after_clear(dtype: str, torch_dtype: torch.dtype, transpose_a: bool, transpose_b: bool) -> None:
     """A zero fill right before a GEMM into the same tile: dropped (the GEMM overwrites) only
     when it covers the whole tile; a fill of part of it is kept and the GEMM accumulates."""
     M, N, K = 64, 64, 64
-    kernel = tilelang.compile(_clear_then_gemm(M, N, K, dtype, transpose_b), target="tpu")
-    a = torch.randn(M, K).to(torch_dtype)
+    kernel = tilelang.compile(_clear_then_gemm(M, N, K, dtype, transpose_b, transpose_a), target="tpu")
+    a = (torch.randn(K, M) if transpose_a else torch.randn(M, K)).to(torch_dtype)
     b = (torch.randn(N, K) if transpose_b else torch.randn(K, N)).to(torch_dtype)
     c, d = torch.zeros(M, N), torch.zeros(M, N)
     kernel(a, b, c, d)
-    product = a.float() @ (b.float().T if transpose_b else b.float())
+    product = (a.float().T if transpose_a else a.float()) @ (b.float().T if transpose_b else b.float())
     offset = torch.ones(M, N)
     offset[: M // 2] = 0
     assert _rel(c, product + offset) < 1e-5
