@@ -43,7 +43,7 @@ check: setup
 	$(BIN)/mypy $(TYPED_PACKAGES)
 
 # The suite runs on every core up to 4 (pytest-xdist): most of its time is single-threaded
-# compilers and emulator launches, and each test has its own caches (tilecore.testing).
+# compilers and emulator launches, and each test has its own caches (tilecore.kit.testing).
 # `make test PYTEST_WORKERS=` runs it in one process.
 PYTEST_WORKERS ?= -n auto --maxprocesses=4
 

@@ -21,9 +21,9 @@ from tilecore import (
     TilecoreError,
     UnknownTargetError,
 )
-from tilecore.discovery import PluginPolicy
+from tilecore._registry import State
+from tilecore._registry.discovery import PluginPolicy
 from tilecore.errors import HookReturnError
-from tilecore.registry import State
 
 DECLARE = """
 import tilecore
@@ -171,13 +171,14 @@ def test_wrong_setup_return_type_names_everything(site) -> None:
 
 def test_return_contracts() -> None:
     from tilecore import Toolchain, hookspecs
+    from tilecore._registry.dispatch import RETURNS
 
-    assert hookspecs.RETURNS["tilecore_bench"].check([1.0, 2.0]) and not hookspecs.RETURNS["tilecore_bench"].check("fast")
-    assert not hookspecs.RETURNS["tilecore_bench"].check([]) and not hookspecs.RETURNS["tilecore_bench"].check(True)
-    assert hookspecs.RETURNS["tilecore_setup"].check(Toolchain("a", "1", "/", "x"))
-    assert not hookspecs.RETURNS["tilecore_codegen"].check(b"bytes")
-    assert not hookspecs.RETURNS["tilecore_create_adapter"].check(object())
-    assert set(hookspecs.RETURNS) == {h for h in dir(hookspecs) if h.startswith("tilecore_")}
+    assert RETURNS["tilecore_bench"].check([1.0, 2.0]) and not RETURNS["tilecore_bench"].check("fast")
+    assert not RETURNS["tilecore_bench"].check([]) and not RETURNS["tilecore_bench"].check(True)
+    assert RETURNS["tilecore_setup"].check(Toolchain("a", "1", "/", "x"))
+    assert not RETURNS["tilecore_codegen"].check(b"bytes")
+    assert not RETURNS["tilecore_create_adapter"].check(object())
+    assert set(RETURNS) == {h for h in dir(hookspecs) if h.startswith("tilecore_")}
 
 
 def test_end_to_end_doctor_json_survives_a_wrong_type(fake_site: FakeSite) -> None:
@@ -332,7 +333,7 @@ def test_cli_errors_are_one_line(fake_site: FakeSite) -> None:
 
 
 def test_malformed_target_unit_errors_are_tilecore_errors() -> None:
-    from tilecore.registry import Registry as R
+    from tilecore._registry import Registry as R
 
     registry = R(PluginPolicy.from_env({"TILECORE_PLUGINS": "democpu"}))
     for bad in (
