@@ -32,7 +32,7 @@ VENDOR_NAMES = {
     "hookspec",
     "tilecore_declare_targets",
 }
-HELPERS = ("tilecore/kit/",) + tuple(f"tilecore/{m}.py" for m in ("supply", "artifacts", "paths", "host_compiler", "testing"))
+HELPERS = ("tilecore/kit/", *(f"tilecore/{m}.py" for m in ("supply", "artifacts", "paths", "host_compiler", "testing")))
 FEATURES = ("tilecore/remote/", "tilecore/cli/", "tilecore/conformance/", "tilecore/template.py")
 LAYERS = ("contract", "helpers", "machinery", "features")
 CONTRACT_MAX, CORE_MAX, MODULE_MAX = 350, 2400, 350
