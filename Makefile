@@ -15,7 +15,7 @@ $(BIN)/python:
 $(VENV)/.installed: $(BIN)/python pyproject.toml examples/democpu/pyproject.toml plugins/*/pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH)"
-	$(BIN)/pip install -q ".[remote]" ./examples/democpu ./plugins/tilelang_cuda ./plugins/tilelang_hip ./plugins/tilelang_tpu pytest pytest-xdist ruff mypy
+	$(BIN)/pip install -q ".[remote]" ./examples/democpu ./plugins/tilelang_cuda ./plugins/tilelang_hip ./plugins/tilelang_tpu pytest pytest-xdist ruff mypy import-linter
 	$(BIN)/tilelang-tpu toolchain install
 	touch $@
 
@@ -47,7 +47,9 @@ check: setup
 # `make test PYTEST_WORKERS=` runs it in one process.
 PYTEST_WORKERS ?= -n auto --maxprocesses=4
 
+# The layers of docs/architecture.md ("Layers"), as import-linter contracts (.importlinter).
 test: setup redis-server check
+	$(BIN)/lint-imports
 	$(BIN)/pytest $(PYTEST_WORKERS)
 
 lint: check
