@@ -276,6 +276,29 @@ def test_load_all_bounds_a_hanging_import(site) -> None:
     assert registry.resolve("ownt") is not None
 
 
+def test_naming_a_backend_whose_import_hangs_is_bounded(site, monkeypatch) -> None:
+    """Issue 19, item 10: ``tilelang.compile(f, target="hangt")`` must not hang in silence."""
+    module = unique("hang")
+    site.add(
+        "tilelang-hang",
+        "1.0",
+        module,
+        "import time\n\n\ndef stall():\n    time.sleep(30)\n\n\nstall()\n",
+        entry="hangt",
+        targets=("hangt",),
+    )
+    monkeypatch.setenv("TILECORE_IMPORT_TIMEOUT", "1")
+    registry = make_registry(TILECORE_PLUGINS="hangt")
+    start = time.monotonic()
+    with pytest.raises(BackendLoadError) as info:
+        registry.resolve("hangt")
+    assert time.monotonic() - start < 10
+    message = str(info.value)
+    assert "tilelang-hang 1.0" in message and "did not finish within 1 s" in message
+    assert f"It hangs at {site.root / module / '__init__.py'}:" in message, message  # the file and line
+    assert "TILECORE_PLUGINS=no:hangt" in message and "TILECORE_IMPORT_TIMEOUT" in message
+
+
 def test_misspelled_target_imports_nothing_when_metadata_answers(site) -> None:
     modules = [unique("one"), unique("two")]
     site.add("tilelang-one", "1.0", modules[0], "raise SystemExit('must not be imported')\n", entry="onet", targets=("onet",))

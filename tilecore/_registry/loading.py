@@ -24,8 +24,8 @@ from tilecore._version import API_VERSION
 from tilecore.errors import PluginValidationError
 from tilecore.targets import TargetSpec
 
-#: Seconds an import may take when every backend is loaded for ``target="auto"`` or an
-#: unlisted name (``TILECORE_IMPORT_TIMEOUT``); a backend the user names is imported normally.
+#: Seconds a backend's import may take (``TILECORE_IMPORT_TIMEOUT``): one that hangs is recorded as
+#: failed, naming the file and line it hangs at, instead of hanging ``tilelang.compile`` in silence.
 DEFAULT_IMPORT_TIMEOUT = 60.0
 
 

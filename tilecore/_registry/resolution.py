@@ -47,7 +47,7 @@ class Resolver:
         """Who declares ``kind``.  Resolution rule (the same in a fresh process and after ``load_all``):
 
         1. Metadata first: allowed backends whose distribution lists ``kind``.  Two of them is an
-           :class:`AmbiguousTargetError` before anything is imported; one is imported and must declare it.
+           :class:`AmbiguousTargetError` before anything is imported; one is imported, under the import deadline, and must declare it.
         2. A kind no metadata lists and the host compiler knows: not ours (``[]``), nothing imported.
         3. Otherwise only *legacy* backends (no ``tilecore.targets`` metadata) may declare it: those
            are imported, never a backend whose metadata is complete.
@@ -57,7 +57,7 @@ class Resolver:
             raise messages.ambiguous(kind, [(b, None) for b in claimants])
         if claimants:
             backend = claimants[0]
-            self.loader.load(backend)
+            self.loader.load(backend, timeout=import_timeout())
             if backend.state is State.FAILED:
                 raise messages.failed_backend(kind, backend) from backend.error
             hits = [(backend, spec) for spec in backend.targets if kind in spec.names]
@@ -178,7 +178,7 @@ class Resolver:
         normaliser for its own kinds) must still reach the backend that declares it.
         """
         for backend in self.table.metadata_names().get(kind, []):
-            self.loader.load(backend)
+            self.loader.load(backend, timeout=import_timeout())
         for backend, spec in self.table.declared_targets():
             if spec.upstream is not None and spec.upstream.kind == kind:
                 return backend, spec
