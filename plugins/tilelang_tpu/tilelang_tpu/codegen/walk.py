@@ -168,7 +168,7 @@ def alloc(em: EmitContext, buf: Any) -> None:
 def for_(em: EmitContext, loop: Any) -> None:
     from tvm import tirx
 
-    if loop.kind == tirx.ForKind.PARALLEL:
+    if loop.kind in (tirx.ForKind.PARALLEL, tirx.ForKind.VECTORIZED):  # T.vectorized: independent iterations too
         em.stmt_text = stmt_text(loop)
         # A scope of its own: the temporaries' local memory is free again after it.
         em.emit("{")
