@@ -313,3 +313,74 @@ def test_division_by_a_variable_is_refused_with_the_rewrite() -> None:
 
     with pytest.raises(ValueError, match=r"integer division by k[\s\S]*fix: divide by a positive integer constant"):
         tilelang.compile(divide, target="tpu")
+
+
+def splitk_kernel(M: int, N: int, K: int, BM: int, BK: int, dtype: str, tile_form: bool = False) -> Any:
+    @T.prim_func
+    def splitk(A: T.Tensor((M, K), dtype), C: T.Tensor((M, N), dtype), B: T.Tensor((K, N), dtype)):
+        with T.Kernel(T.ceildiv(M, BM), T.ceildiv(K, BK), threads=1) as (bx, bz):
+            a = T.alloc_shared((BM, BK), dtype)
+            b = T.alloc_shared((BK, N), dtype)
+            c = T.alloc_fragment((BM, N), "float32")
+            c_s = T.alloc_shared((BM, N), dtype)
+            T.copy(A[bx * BM, bz * BK], a)
+            T.copy(B[bz * BK, 0], b)
+            T.gemm(a, b, c, clear_accum=True)
+            T.copy(c, c_s)
+            if tile_form:
+                T.atomic_add(C[bx * BM, 0], c_s)
+            else:
+                for i, j in T.Parallel(BM, N):
+                    T.atomic_add(C[bx * BM + i, j], c_s[i, j])
+
+    return splitk
+
+
+@pytest.mark.parametrize(
+    ("M", "N", "K", "BM", "BK", "dtype", "tile_form"),
+    [(130, 48, 96, 64, 32, "float32", False), (65, 32, 64, 65, 16, "float16", False), (65, 32, 64, 64, 16, "float16", True)],
+)
+def test_atomic_add_inside_parallel_as_upstream_splitk_writes_it(
+    M: int, N: int, K: int, BM: int, BK: int, dtype: str, tile_form: bool
+) -> None:
+    """Every K slice adds into C, the K slices in the innermost grid loop (consecutive blocks add
+    into one region: that loop is not pipelined); under the default ``cores=max`` the grid runs on
+    one core."""
+    kernel = tilelang.compile(splitk_kernel(M, N, K, BM, BK, dtype, tile_form), target="tpu")
+    t = FLOATS[dtype]
+    a, b = torch.randn(M, K).to(t), torch.randn(K, N).to(t)
+    c = torch.randn(M, N).to(t)
+    start = c.clone()
+    _run(kernel, a, c, b, inputs=(0, 2))
+    expected = start.float() + a.float() @ b.float()
+    tolerance = {"float32": 1e-4, "float16": 2e-2}[dtype]
+    torch.testing.assert_close(c.float(), expected, rtol=tolerance, atol=tolerance)
+
+
+def conv_kernel(M: int, N: int, taps: int, BM: int) -> Any:
+    @T.prim_func
+    def conv(X: T.Tensor((M, N + taps - 1), "float32"), W: T.Tensor((M, taps), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, BM), threads=1) as bx:
+            x = T.alloc_shared((BM, N + taps - 1), "float32")
+            w = T.alloc_shared((BM, taps), "float32")
+            y = T.alloc_fragment((BM, N), "float32")
+            T.copy(X[bx * BM, 0], x)
+            T.copy(W[bx * BM, 0], w)
+            T.clear(y)
+            for k in T.serial(taps):
+                for i, t in T.Parallel(BM, N):
+                    y[i, t] += w[i, k] * x[i, t + k]
+            T.copy(y, Y[bx * BM, 0])
+
+    return conv
+
+
+@pytest.mark.parametrize(("M", "N", "taps", "BM"), [(130, 40, 4, 64), (63, 21, 3, 63)])
+def test_depthwise_conv_taps_read_a_column_and_shifted_rows(M: int, N: int, taps: int, BM: int) -> None:
+    """Causal conv1d's inner loop: a per-row tap ``w[i, k]`` broadcast along the row, ``x[i, t + k]`` shifted."""
+    kernel = tilelang.compile(conv_kernel(M, N, taps, BM), target="tpu")
+    x, w = torch.randn(M, N + taps - 1), torch.randn(M, taps)
+    Y = torch.zeros(M, N)
+    _run(kernel, x, w, Y, inputs=(0, 1))
+    expected = sum(w[:, k : k + 1] * x[:, k : k + N] for k in range(taps))
+    torch.testing.assert_close(Y, expected, rtol=1e-5, atol=1e-5)

@@ -247,6 +247,14 @@ def grid_split(body: Any, cores: int) -> GridSplit:
     tirx.stmt_functor.post_order_visit(
         body, lambda n: atomics.append(n) if isinstance(n, tirx.Call) and op_name(n) == "tl.tileop.atomicadd" else None
     )
+    elementwise: list[Any] = []
+    tirx.stmt_functor.post_order_visit(
+        body, lambda n: elementwise.append(n) if isinstance(n, tirx.Call) and op_name(n).endswith("_elem_op") else None
+    )
+    if elementwise:
+        # An atomic inside T.Parallel is a read-modify-write of its region (emit.parallel): only
+        # one core may walk the blocks, in the one-core order.
+        return GridSplit(reason="T.atomic_add inside T.Parallel is atomic only while one core walks the grid")
     if atomics:
         # Two cores adding into one region would race (codegen.emit.atomic's read-modify-write):
         # split only over the grid loops that separate the regions (split-K's bx, by).

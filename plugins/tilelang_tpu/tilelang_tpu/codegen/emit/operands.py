@@ -254,6 +254,9 @@ class ParallelBody(ParallelDomain):
             view = em.fresh("bcast")
             em.emit(f"auto &{view} = {tile.name}.view({shape}, {stride});")
             return Operand(view, tile.dtype, True)
+        tap = self.column_of(e.buffer.name, tile, idx)
+        if tap is not None:
+            return tap
         shifted = self.shifted(e.buffer.name, tile, idx)
         if shifted is not None:
             return shifted
@@ -261,6 +264,40 @@ class ParallelBody(ParallelDomain):
             f"tile read {e.buffer.name}[{', '.join(map(str, idx))}] in a T.Parallel over ({', '.join(v.name for v in self.loop_vars)})",
             "operands must be indexed by the loop variables in order, or be a per-row vector x[i] broadcast along the row",
         )
+
+    def column_of(self, name: str, tile: Tile, idx: list[Any]) -> Operand | None:
+        """``w[i, k]`` in an ``(i, j)`` domain, ``k`` not varying over the loop (a conv tap, a
+        per-row scale picked by a serial loop): column ``k`` moved into a ``[rows, 1]`` tile,
+        then read across the row through a view with ``W`` stride 0.  None for other reads."""
+        em = self.em
+        if not (
+            len(self.index) == 2
+            and len(idx) == 2
+            and self.is_loop_var(self.index[0])
+            and self.is_loop_var(self.index[1])
+            and tile.layout == "lanes"
+            and self.offsets[0] == 0
+            and same_index(idx[0], self.index[0])
+            and not self.uses_loop_vars(idx[1])
+            and self.extents[0] <= tile.shape[0]
+        ):
+            return None
+        if not (em.analyzer.can_prove(idx[1] >= 0) and em.analyzer.can_prove(idx[1] < tile.shape[1])):
+            raise self.fail(
+                f"tile read {name}[{', '.join(map(str, idx))}] whose column may fall outside the tile {list(tile.shape)}",
+                "keep every read inside its tile",
+            )
+        rows = self.dom4[1]
+        block = em.dim4var(["1", rows, "1", "1"], "col_block")
+        column = em.fresh("col")
+        em.emit(f"auto {column} = make_tensor<{DTYPES[tile.dtype]}>({block}, {block});")
+        at = em.dim4var(["0", "0", "0", em.expr(idx[1])], "col_at")
+        em.emit(f"tiu::move({column}, {tile.name}.sub_view({block}, {at}));")
+        shape = em.dim4var(self.dom4, "cshape")
+        stride = em.dim4var(broadcast_strides(["1", rows, "1", "1"], DTYPES[tile.dtype], (3,)), "cstride")
+        view = em.fresh("cbcast")
+        em.emit(f"auto &{view} = {column}.view({shape}, {stride});")
+        return Operand(view, tile.dtype, True)
 
     def shifted(self, name: str, tile: Tile, idx: list[Any]) -> Operand | None:
         """``x[i, j + 64]``, ``x[i + 1, j]``, ``x[k, j]``: a read of a tile of the destination's rank

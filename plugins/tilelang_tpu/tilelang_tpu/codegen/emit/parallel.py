@@ -12,7 +12,7 @@ from tilelang_tpu.codegen.emit.gather import emit_global_read, reads_global
 from tilelang_tpu.codegen.emit.operands import ParallelBody
 from tilelang_tpu.codegen.emit.transpose import emit_tile_transpose
 from tilelang_tpu.codegen.ir import is_const, is_zero, same_var
-from tilelang_tpu.codegen.layout import DTYPES, WORD_PAIR_DTYPES, offset4, to4
+from tilelang_tpu.codegen.layout import DTYPES, FLOAT_DTYPES, WORD_PAIR_DTYPES, offset4, to4
 from tilelang_tpu.codegen.values import Operand, Tile
 
 if TYPE_CHECKING:
@@ -33,13 +33,39 @@ def emit_parallel(em: EmitContext, loop: Any) -> None:
         body = body.body
     loop_vars = [lp.loop_var for lp in loops]
     extents = [int(lp.extent) for lp in loops]
-    for store in _stores(em, body, loop):
-        elementwise(em, store, loop_vars, extents, loop)
+    for store, accumulate in _stores(em, body, loop):
+        if accumulate:
+            _global_store(em, store, loop_vars, extents, loop, accumulate=True)
+        else:
+            elementwise(em, store, loop_vars, extents, loop)
 
 
-def _stores(em: EmitContext, body: Any, loop: Any) -> list[Any]:
+def _atomic_store(em: EmitContext, stmt: Any, loop: Any) -> Any:
+    """``T.atomic_add(dst[index], value)`` inside T.Parallel (``tl.atomic_add_elem_op`` of an
+    ``access_ptr``) as a BufferStore of ``value`` to ``dst[index]`` (to accumulate), or None."""
+    from tvm import tirx
+
+    from tilelang_tpu.codegen.ir import op_name
+
+    call = stmt.value if isinstance(stmt, tirx.Evaluate) else None
+    if not (isinstance(call, tirx.Call) and "atomic" in op_name(call)):
+        return None
+    pointer = call.args[0] if call.args else None
+    target = pointer.args[0] if isinstance(pointer, tirx.Call) and op_name(pointer) == "tl.access_ptr" and pointer.args else None
+    if op_name(call) != "tl.atomic_add_elem_op" or not isinstance(target, tirx.BufferLoad) or target.buffer.data not in em.globals_:
+        raise em.fail(
+            f"{op_name(call)} inside T.Parallel",
+            loop,
+            hint="T.atomic_add(C[bx * BM + i, j], value) into a global tensor is supported; for other atomics "
+            "compute the tile and use the tile form (T.atomic_add(C[bx * BM, 0], c_tile))",
+        )
+    return tirx.BufferStore(target.buffer, call.args[1], list(target.indices))
+
+
+def _stores(em: EmitContext, body: Any, loop: Any) -> list[tuple[Any, bool]]:
     """The assignments of a T.Parallel body, with temporaries bound inside it
-    (``t = x[i, j] * 2``) substituted into the statements that use them."""
+    (``t = x[i, j] * 2``) substituted into the statements that use them, each with whether it
+    accumulates (a ``T.atomic_add``) rather than stores."""
     from tvm import tirx
 
     # A temporary is a flat ``Bind`` statement or a ``LetStmt`` with a body, depending on the TVM build.
@@ -48,7 +74,7 @@ def _stores(em: EmitContext, body: Any, loop: Any) -> list[Any]:
 
     values: dict[Any, Any] = {}
     stale: set[str] = set()  # temporaries whose inputs a later store overwrote
-    out: list[Any] = []
+    out: list[tuple[Any, bool]] = []
     pending = [body]
     while pending:
         stmt = pending.pop(0)
@@ -67,10 +93,12 @@ def _stores(em: EmitContext, body: Any, loop: Any) -> list[Any]:
             values[stmt.var] = tirx.stmt_functor.substitute(stmt.value, values)
             pending.insert(0, stmt.body)
         elif isinstance(stmt, tirx.BufferStore):
-            out.append(tirx.stmt_functor.substitute(stmt, values) if values else stmt)
+            out.append((tirx.stmt_functor.substitute(stmt, values) if values else stmt, False))
             # Substitution re-reads a temporary's inputs where it is used: that is only its
             # bound value while no store in between overwrites them.
             stale.update(v.name for v, value in values.items() if _reads(value, stmt.buffer.data))
+        elif (atomic := _atomic_store(em, stmt, loop)) is not None:
+            out.append((tirx.stmt_functor.substitute(atomic, values) if values else atomic, True))
         else:
             raise em.fail(
                 f"{type(stmt).__name__} inside T.Parallel",
@@ -152,10 +180,13 @@ def elementwise(em: EmitContext, store: Any, loop_vars: list[Any], extents: list
             em.emit(f"tiu::fill({dst}, {result.text});")
 
 
-def _global_store(em: EmitContext, store: Any, loop_vars: list[Any], extents: list[int], loop: Any) -> None:
+def _global_store(em: EmitContext, store: Any, loop_vars: list[Any], extents: list[int], loop: Any, accumulate: bool = False) -> None:
     """A store to a global tensor inside T.Parallel, ``Mean[bx * BM + i] = mean[i]``
     (LayerNorm's per-row outputs): the value is computed into a tile over the loop
     domain, then one DMA stores it, clipped at the tensor's edge like ``T.copy``.
+    ``accumulate``: ``T.atomic_add(C[...], value)`` (upstream's split-K): the region is loaded,
+    added to and stored back -- atomic because one core walks the blocks that add into a
+    region (:func:`tilelang_tpu.codegen.plan.grid_split`), as for the tile form.
 
     Each global index must be ``offset + loop variable`` (the variables in order) or
     loop-invariant; the offset must not depend on the loop variables.
@@ -221,6 +252,17 @@ def _global_store(em: EmitContext, store: Any, loop_vars: list[Any], extents: li
     lshape = em.dim4var(to4([r for r, d in zip(real, dom, strict=True) if d != 1] or ["1"]), "lshp")
     zero = em.dim4var(["0", "0", "0", "0"], "lzero")
     guard = f"if ({' && '.join(guards)}) " if guards else ""
+    if accumulate:
+        if g.dtype not in FLOAT_DTYPES:
+            raise em.fail(
+                f"T.atomic_add into {g.dtype} tensor {store.buffer.name} inside T.Parallel", loop, hint="accumulate fp32, fp16 or bf16"
+            )
+        current = em.fresh(f"{store.buffer.name}_acc")
+        em.emit(f"auto {current} = make_tensor<{DTYPES[g.dtype]}>({block}, {block});")
+        em.emit(
+            f"{guard}dma::load({current}.sub_view({lshape}, {zero}), {em.global_view(store.buffer.data, 'lanes')}.sub_view({gshape}, {goff}));"
+        )
+        em.emit(f"tiu::fadd({name}, {name}, {current});")  # the overhang is never stored
     em.emit(
         f"{guard}dma::store({em.global_view(store.buffer.data, 'lanes')}.sub_view({gshape}, {goff}), {name}.sub_view({lshape}, {zero}));"
     )
