@@ -112,3 +112,32 @@ def test_depthwise_conv_taps_read_a_column_and_shifted_rows(M: int, N: int, taps
     run_checked(kernel, x, w, Y, inputs=(0, 1))
     expected = sum(w[:, k : k + 1] * x[:, k : k + N] for k in range(taps))
     torch.testing.assert_close(Y, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_rank4_fp32_gemm_operands_run_or_are_refused_by_name() -> None:
+    """Issue 18 item 8: fp32 attention scores on bshd operands failed with a bare ValueError; they
+    must either run and match torch or be refused naming the target, the kernel and the fix."""
+    B, S, H, D = 1, 64, 2, 32
+
+    @T.prim_func
+    def bshd(Q: T.Tensor((B, S, H, D), "float32"), K: T.Tensor((B, S, H, D), "float32"), Out: T.Tensor((H, S, S), "float32")):
+        with T.Kernel(H, threads=1) as by:
+            q = T.alloc_shared((S, D), "float32")
+            k = T.alloc_shared((S, D), "float32")
+            o = T.alloc_fragment((S, S), "float32")
+            T.copy(Q[0, :, by, :], q)
+            T.copy(K[0, :, by, :], k)
+            T.gemm(q, k, o, transpose_B=True, clear_accum=True)
+            T.copy(o, Out[by, :, :])
+
+    try:
+        kernel = tilelang.compile(bshd, target="tpu")
+    except ValueError as err:
+        text = str(err)
+        assert "target tpu (tilelang-tpu" in text and "kernel 'bshd'" in text and "fix:" in text, text
+        assert "report it to the authors" not in text
+        return
+    q, k = torch.randn(B, S, H, D), torch.randn(B, S, H, D)
+    out = torch.zeros(H, S, S)
+    run_checked(kernel, q, k, out, inputs=(0, 1))
+    torch.testing.assert_close(out, torch.einsum("shd,thd->hst", q[0], k[0]), rtol=1e-4, atol=1e-4)

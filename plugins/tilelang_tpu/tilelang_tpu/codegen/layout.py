@@ -19,6 +19,7 @@ __all__ = [
     "LAYOUTS",
     "REDUCE_ALIGN",
     "WORD_PAIR_DTYPES",
+    "LayoutError",
     "aligned_strides",
     "broadcast_strides",
     "dim4",
@@ -50,6 +51,11 @@ FLOAT_DTYPES = ("float32", "float16", "bfloat16")
 REDUCE_ALIGN = 64
 
 
+class LayoutError(ValueError):
+    """A tile or region whose rank the PPL layout it needs does not have; the code generator
+    reports it as a :class:`~tilelang_tpu.codegen.TpuCodegenError` naming the statement."""
+
+
 #: Layouts: where each TileLang dim goes in ``[N, C, H, W]``, by rank.
 #:
 #: ``lanes`` (the default) puts rows on the lanes (C).  ``rows_n`` puts the rows of
@@ -66,7 +72,7 @@ def _place(dims: Sequence[str], layout: str, fill: str) -> list[str]:
     positions = LAYOUTS[layout].get(len(dims))
     if positions is None:
         ranks = ", ".join(str(r) for r in sorted(LAYOUTS[layout]))
-        raise ValueError(f"rank {len(dims)} tiles have no PPL {layout} layout (ranks {ranks} are supported)")
+        raise LayoutError(f"a rank-{len(dims)} tile or region in the PPL {layout} layout (ranks {ranks} have it)")
     out = [fill] * 4
     for pos, value in zip(positions, dims, strict=True):
         out[pos] = value
