@@ -261,7 +261,8 @@ class ParallelBody(ParallelDomain):
         if shifted is not None:
             return shifted
         raise self.fail(
-            f"tile read {e.buffer.name}[{', '.join(map(str, idx))}] in a T.Parallel over ({', '.join(v.name for v in self.loop_vars)})",
+            f"tile read {e.buffer.name}[{', '.join(map(str, idx))}] "
+            + (f"in a T.Parallel over ({', '.join(v.name for v in self.loop_vars)})" if self.loop_vars else "in a scalar store"),
             "operands must be indexed by the loop variables in order, or be a per-row vector x[i] broadcast along the row",
         )
 
