@@ -1,8 +1,7 @@
-"""The chips the ``tpu`` target knows: names, TPU cores per chip, PPL chip codes, the core-count rule.
+"""The SophGo chips the tpu target knows: names, TPU cores, PPL chip codes (a leaf module).
 
-A leaf module (it imports no other module of this package but the version), so the
-toolchain search (:mod:`tilelang_tpu.setup`) and the target declaration
-(:mod:`tilelang_tpu.target`) both read it without importing each other back.
+:mod:`tilelang_tpu.target` (the target declaration) and :mod:`tilelang_tpu.setup` (the
+toolchain) both read these; keeping them here lets neither import the other at module level.
 """
 
 from __future__ import annotations
@@ -12,31 +11,32 @@ from collections.abc import Mapping
 from tilecore import TargetOptionError
 from tilelang_tpu import __version__
 
+__all__ = [
+    "CHIPS",
+    "CHIP_CORES",
+    "DEFAULT_CHIP",
+    "DEFAULT_CORES",
+    "DIST",
+    "FALLBACK_CHIP_CODES",
+    "MAX_CORES",
+    "TARGET_NAME",
+    "check_cores",
+    "cores_of",
+    "owner",
+]
+
 DIST = "tilelang-tpu"
-
-
 TARGET_NAME = "tpu"
-
-
 CHIPS = ("bm1690", "bm1684x")
-
-
 DEFAULT_CHIP = "bm1690"
-
-
 #: TPU cores a kernel's grid can be split over, per chip.  BM1690 has 8 (tpuRtKernelLaunch's
 #: block_num); BM1684X kernels launch through bmlib's tpu_kernel_launch, which has no core count.
 CHIP_CORES: Mapping[str, int] = {"bm1690": 8, "bm1684x": 1}
-
-
 #: ``cores=max``: every core of the chip.  The default: on the emulator a kernel's wall time
 #: falls to 0.36-0.90x of one core's with 8 (docs/benchmarks/tpu.md, "Multi-core"), and a
 #: card runs its cores in parallel.
 MAX_CORES = "max"
-
-
 DEFAULT_CORES = MAX_CORES
-
 
 #: PPL chip codes, used when the toolchain has no ``deps/chip/chip_map.json``.
 FALLBACK_CHIP_CODES: Mapping[str, str] = {"bm1690": "tpub_7_1", "bm1684x": "tpu_6_0"}

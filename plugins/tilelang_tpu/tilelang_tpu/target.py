@@ -26,7 +26,7 @@ from pathlib import Path
 
 from tilecore import Availability, TargetOption, TargetOptionError, TargetSpec
 from tilelang_tpu import __version__
-from tilelang_tpu.chips import (  # re-exported (__all__): other modules read the chips' names from here too
+from tilelang_tpu.chips import (
     CHIP_CORES,
     CHIPS,
     DEFAULT_CHIP,
@@ -64,7 +64,6 @@ __all__ = [
 
 MODES = ("pcie", "cmodel")
 MODE_ENV = "TILELANG_TPU_MODE"
-
 
 #: Device nodes of SophGo's PCIe driver (BM1684X: bm-sophon<N>; BM1690/tpuv7: bmdev-ctl).
 _CARD_NODES = ("/dev/bm-sophon*", "/dev/bmdev-ctl")

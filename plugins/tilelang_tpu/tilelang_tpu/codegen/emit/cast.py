@@ -9,7 +9,7 @@ every value whose magnitude rounds beyond the largest finite one, become ``±655
 (fp16) or ``±3.3895e38`` (bf16), where IEEE (torch, TileLang on GPUs) gives ``±inf``.
 So after those two casts, two ``tiu::gt_select`` send the elements whose fp32 source is
 beyond the rounding threshold to ``±inf`` (``gt_select`` is the IEEE compare on the
-emulator, false whenever a NaN is involved, so NaN stays NaN; see ``codegen_select``).
+emulator, false whenever a NaN is involved, so NaN stays NaN; see ``codegen.emit.select``).
 
 BM1684X's cmodel gives ±inf already (measured on the same values), and its compare-select
 refuses an fp32 comparison that writes fp16/bf16, so there the cast stays a plain
@@ -25,13 +25,13 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from tilelang_tpu.codegen_layout import DTYPES
+from tilelang_tpu.codegen.layout import DTYPES, FLOAT_DTYPES
 
 if TYPE_CHECKING:
-    from tilelang_tpu.codegen_emit import Emitter
-    from tilelang_tpu.codegen_ir import Tile
+    from tilelang_tpu.codegen.context import EmitContext
+    from tilelang_tpu.codegen.values import Tile
 
-__all__ = ["OVERFLOW_LIMITS", "SATURATING_CHIPS", "emit_cast", "is_plain", "temp_tiles"]
+__all__ = ["CONVERT_DTYPES", "OVERFLOW_LIMITS", "SATURATING_CHIPS", "emit_cast", "emit_convert", "is_plain", "temp_tiles"]
 
 #: Chips whose fp32 -> fp16/bf16 cast saturates (measured; BM1684X's gives ±inf, and its
 #: compare-select refuses an fp32 comparison writing fp16/bf16, so it gets the plain cast).
@@ -46,7 +46,57 @@ OVERFLOW_LIMITS: dict[tuple[str, str], str] = {
 }
 
 
-def emit_cast(em: Emitter, dst: str, src: str, dst_dtype: str, src_dtype: str, temp: Callable[[str], str]) -> None:
+#: Integer dtypes converted by C's rules: (bits, signed).
+_INT_BITS = {"int8": (8, True), "uint8": (8, False), "int16": (16, True), "uint16": (16, False), "int32": (32, True)}
+
+#: Dtypes :func:`emit_convert` converts between, every pair.
+CONVERT_DTYPES = (*FLOAT_DTYPES, *_INT_BITS)
+
+
+def emit_convert(em: EmitContext, dst: str, src: str, dst_dtype: str, src_dtype: str, temp: Callable[[str], str]) -> None:
+    """``dst = src`` converted from ``src_dtype`` to ``dst_dtype``, both in :data:`CONVERT_DTYPES`,
+    by C's rules (what TileLang's ``c`` target and torch's ``.to()`` do for in-range values):
+
+    * float -> float: :func:`emit_cast` (IEEE, overflow to ±inf);
+    * int -> float: round to nearest even (``tiu::cast``);
+    * float -> int: round toward zero (``tiu::cast`` with ``RM_TOWARDS_ZERO``), through int32 for
+      the narrower integers, which then wrap as below;
+    * int -> int: value kept when it fits; otherwise wrapped modulo 2^bits (two's complement):
+      the value is masked in int32 (and sign-extended for signed types) before the cast, because
+      ``tiu::cast`` between integers saturates where C wraps.
+    """
+    if dst_dtype == src_dtype:
+        em.emit(f"tiu::move({dst}, {src});")
+        return
+    if dst_dtype in FLOAT_DTYPES and src_dtype in FLOAT_DTYPES:
+        emit_cast(em, dst, src, dst_dtype, src_dtype, temp)
+        return
+    if src_dtype in FLOAT_DTYPES:
+        if dst_dtype == "int32":
+            em.emit(f"tiu::cast({dst}, {src}, RM_TOWARDS_ZERO);")
+            return
+        wide = temp("int32")
+        em.emit(f"tiu::cast({wide}, {src}, RM_TOWARDS_ZERO);")
+        src, src_dtype = wide, "int32"
+    if dst_dtype in FLOAT_DTYPES:
+        em.emit(f"tiu::cast({dst}, {src});")
+        return
+    bits, signed = _INT_BITS[dst_dtype]
+    source_bits, source_signed = _INT_BITS[src_dtype]
+    if (bits > source_bits and (signed or not source_signed)) or (bits == 32 and signed):
+        em.emit(f"tiu::cast({dst}, {src});")  # every source value fits: kept
+        return
+    wrapped = temp("int32")
+    em.emit(f"tiu::cast({wrapped}, {src});")  # exact: every source value fits int32
+    em.emit(f"tiu::bitwise_and({wrapped}, {wrapped}, (int32){(1 << bits) - 1});")
+    if signed:
+        half = 1 << (bits - 1)
+        em.emit(f"tiu::bitwise_xor({wrapped}, {wrapped}, (int32){half});")
+        em.emit(f"tiu::sub({wrapped}, {wrapped}, {half}, 0, RM_HALF_UP, false);")
+    em.emit(f"tiu::cast({dst}, {wrapped});")  # exact: now in range
+
+
+def emit_cast(em: EmitContext, dst: str, src: str, dst_dtype: str, src_dtype: str, temp: Callable[[str], str]) -> None:
     """``dst = src`` converted from ``src_dtype`` to ``dst_dtype`` (fp32/fp16/bf16), IEEE
     round-to-nearest-even with overflow to ±inf.  ``dst`` and ``src`` are tiles or views of
     one shape; ``temp(dtype)`` declares a whole tile of that shape and returns its name.
@@ -91,7 +141,7 @@ def emit_cast(em: Emitter, dst: str, src: str, dst_dtype: str, src_dtype: str, t
         em.emit(f"tiu::move({dst}, {out}{window});")
 
 
-def _sub_view(em: Emitter, text: str) -> tuple[Tile, str] | None:
+def _sub_view(em: EmitContext, text: str) -> tuple[Tile, str] | None:
     """(tile, ``.sub_view(shape, offset)``) for a sub-view ``tile.sub_view(shape, offset)`` of a tile."""
     match = re.fullmatch(r"(\w+)(\.sub_view\(\w+, \w+\))", text)
     if match is None:
@@ -100,7 +150,7 @@ def _sub_view(em: Emitter, text: str) -> tuple[Tile, str] | None:
     return None if tile is None else (tile, match.group(2))
 
 
-def temp_tiles(em: Emitter, block: str | list[str], shape: str | list[str]) -> Callable[[str], str]:
+def temp_tiles(em: EmitContext, block: str | list[str], shape: str | list[str]) -> Callable[[str], str]:
     """``temp(dtype)`` for :func:`emit_cast`: declares a local tile of ``block`` and ``shape``
     (names of ``dim4`` variables, or their four values, declared on first use) and returns its name."""
 
@@ -114,7 +164,7 @@ def temp_tiles(em: Emitter, block: str | list[str], shape: str | list[str]) -> C
     return temp
 
 
-def is_plain(em: Emitter, text: str) -> bool:
+def is_plain(em: EmitContext, text: str) -> bool:
     """True for a whole tile (one ``make_tensor``, TPU_ALIGN), not a view of one."""
     declaration = f"auto {text} = make_tensor<"
     return any(line.lstrip().startswith(declaration) for line in reversed(em.lines))
