@@ -250,7 +250,7 @@ def _passes(mod: Any, dummy: Any) -> Any:
     from tvm import tirx
 
     from tilecore.upstream import should_force_let_inline
-    from tilelang_tpu.codegen_multicore import mark_grid_loops
+    from tilelang_tpu.grid import mark_grid_loops
 
     _refuse_thread_indexing(mod)
     mod = tirx.transform.BindTarget(dummy)(mod)
