@@ -26,6 +26,7 @@ from tilelang_tpu import __version__, abi
 from tilelang_tpu.chips import DEFAULT_CORES, check_cores, cores_of
 from tilelang_tpu.codegen import entry, walk
 from tilelang_tpu.codegen.context import EmitContext
+from tilelang_tpu.codegen.layout import LayoutError
 from tilelang_tpu.codegen.values import CodegenError
 
 __all__ = ["BUILD_FUNCTION", "TpuCodegenError", "generate", "kernel_functions", "register_build_function"]
@@ -88,6 +89,8 @@ def generate(device_mod: Any, tvm_target: Any, chip: str, cores: int = 1) -> str
         walk.run(context)
     except CodegenError as err:
         raise TpuCodegenError(name, err.construct, err.where, err.hint) from None
+    except LayoutError as err:
+        raise TpuCodegenError(name, err.construct, context.stmt_text or "the views of the kernel's tensors", err.hint) from None
     if chip != "bm1690" and context.shape_symbols:
         raise TpuCodegenError(
             name,

@@ -62,11 +62,34 @@ LAYOUTS: dict[str, dict[int, tuple[int, ...]]] = {
 }
 
 
+class LayoutError(ValueError):
+    """A tile or tensor view of a rank its layout cannot hold; :func:`tilelang_tpu.codegen.generate`
+    reports it as a named :class:`~tilelang_tpu.codegen.TpuCodegenError` (construct and fix)."""
+
+    def __init__(self, rank: int, layout: str) -> None:
+        ranks = ", ".join(str(r) for r in sorted(LAYOUTS[layout]))
+        self.construct = f"a rank-{rank} tile or tensor view in the PPL {layout} layout (ranks {ranks} only)"
+        self.hint = _LAYOUT_HINTS.get(layout, "")
+        super().__init__(self.construct)
+
+
+#: Why each non-default layout is chosen, and the rewrite that avoids it (LayoutError's fix).
+_LAYOUT_HINTS = {
+    "rows_n": "an fp32 T.gemm operand takes the 2-D rows_n layout of tiu::fmm, and a tensor copied straight into it "
+    "must be viewed that way too, which a 3-D/4-D tensor cannot: T.copy the slice into an ordinary 2-D tile first "
+    "(T.copy(Q[b, rows, h, :], q_stage)), then T.copy(q_stage, q) tile to tile into the operand, or use fp16/bf16 "
+    "operands (tiu::fmm2 keeps the lanes layout)",
+    "row": "a per-column vector w[j] read in a T.Parallel(i, j) takes the 1-D row layout, and so does the tensor copied "
+    "into it: give the vector its own 1-D tile and T.copy a 1-D slice of the tensor into it (w_tile = "
+    "T.alloc_fragment((N,)); T.copy(W[b, h, :], w_tile)), or keep rank-3 data in 2-D tiles per head",
+    "lanes": "use tiles of rank 1 to 4",
+}
+
+
 def _place(dims: Sequence[str], layout: str, fill: str) -> list[str]:
     positions = LAYOUTS[layout].get(len(dims))
     if positions is None:
-        ranks = ", ".join(str(r) for r in sorted(LAYOUTS[layout]))
-        raise ValueError(f"rank {len(dims)} tiles have no PPL {layout} layout (ranks {ranks} are supported)")
+        raise LayoutError(len(dims), layout)
     out = [fill] * 4
     for pos, value in zip(positions, dims, strict=True):
         out[pos] = value

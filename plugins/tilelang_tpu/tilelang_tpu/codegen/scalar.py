@@ -90,10 +90,16 @@ class ScalarPrinter:
                 return f"({p(e.a)} {op} {p(e.b)})"
         if isinstance(e, tirx.Div):
             return f"({p(e.a)} / {p(e.b)})"
+        if isinstance(e, tirx.Mod) and "int" in str(e.dtype):
+            return f"({p(e.a)} % {p(e.b)})"  # T.truncmod: C's % (the sign of the dividend)
         if isinstance(e, (tirx.FloorDiv, tirx.FloorMod)):
             if "int" in str(e.dtype) and not self._nonneg(e.a, e.b):
                 raise Unsupported(f"floor division of possibly negative values ({e})")
             return f"({p(e.a)} {'/' if isinstance(e, tirx.FloorDiv) else '%'} {p(e.b)})"
+        if isinstance(e, (tirx.Min, tirx.Max)) and "float" in str(e.dtype):
+            # PPL's scalar min/max are int(int, int): compare floats in C.
+            a, b, cmp = p(e.a), p(e.b), "<" if isinstance(e, tirx.Min) else ">"
+            return f"(({a}) {cmp} ({b}) ? ({a}) : ({b}))"
         if isinstance(e, tirx.Min):
             return f"min({p(e.a)}, {p(e.b)})"
         if isinstance(e, tirx.Max):
