@@ -286,8 +286,6 @@ def _oversized_region(M: int = 130, BM: int = 64) -> Any:
     ("factory", "construct", "where"),
     [
         (_scalar_store, "per-element access to the float16 element a[i, 0] outside T.Parallel", "a[i, 0] = T.float16(1.0)"),
-        (_global_read_in_parallel, "read of global tensor A inside T.Parallel", "T.parallel"),
-        (_stale_temporary, "temporary t used after a store to a buffer it reads", "T.parallel"),
         (_oversized_region, "T.copy region of extent 64 along dimension 1 of X", "T.copy("),
     ],
 )

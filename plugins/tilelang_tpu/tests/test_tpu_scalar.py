@@ -182,3 +182,15 @@ def test_upstream_layernorm_compiles_and_matches(N: int, D: int, blk_m: int, dty
     torch.testing.assert_close(y.float(), ref, rtol=tol, atol=tol)
     torch.testing.assert_close(mean, xf.mean(1), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(rstd, torch.rsqrt(xf.var(1, unbiased=False) + 1e-5), rtol=1e-4, atol=1e-4)
+
+
+def test_parallel_without_vector_form_runs_per_element() -> None:
+    """A T.Parallel the vector path refuses (a global read combined with arithmetic, a temporary
+    used after a store to the buffer it reads) runs per element: one valid schedule of it."""
+    from test_tpu_codegen import _global_read_in_parallel, _stale_temporary
+
+    a = torch.randn(64, 64)
+    read = tilelang.compile(_global_read_in_parallel(), target="tpu", out_idx=[-1])
+    torch.testing.assert_close(_run(read, a), a + 1.0, rtol=0, atol=0)
+    stale = tilelang.compile(_stale_temporary(), target="tpu", out_idx=[-1])
+    torch.testing.assert_close(_run(stale, a), a * 2.0, rtol=0, atol=0)

@@ -90,7 +90,13 @@ def generate(device_mod: Any, tvm_target: Any, chip: str, cores: int = 1) -> str
     except CodegenError as err:
         raise TpuCodegenError(name, err.construct, err.where, err.hint) from None
     except LayoutError as err:
-        raise TpuCodegenError(name, err.construct, context.stmt_text or "the views of the kernel's tensors", err.hint) from None
+        raise TpuCodegenError(
+            name,
+            str(err),
+            context.stmt_text,
+            "fp32 T.gemm operands ([M, K] rows_n) and per-column vectors (1-D row) have one rank each; "
+            "for rank-3/4 operands (bshd attention, GQA) copy each head's [rows, dim] slice into a 2-D tile",
+        ) from None
     if chip != "bm1690" and context.shape_symbols:
         raise TpuCodegenError(
             name,

@@ -95,6 +95,11 @@ class EmitContext:
             return self.scalars[data]
         if self.elements_ok and self.element_load is not None:
             return self.element_load(load)
+        if data in self.globals_:
+            raise Unsupported(
+                f"scalar read of global tensor element {load.buffer.name}[{', '.join(map(str, load.indices))}] "
+                "(the TPU reads global memory by DMA into tiles; T.copy the region into a tile and use T.Parallel over it)"
+            )
         raise Unsupported(
             f"scalar read of tile element {load.buffer.name}[{', '.join(map(str, load.indices))}] "
             "(TPU local tensors are read a whole tile at a time; use T.Parallel over the tile)"

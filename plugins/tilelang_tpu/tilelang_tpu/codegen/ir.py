@@ -58,10 +58,11 @@ def pipelinable_grid_loop(body: Any) -> Any:
 
     MaterializeKernelLaunch turns the grid into the kernel's outermost serial loops.
     Their iterations are independent blocks, so pipelining the innermost one is
-    always correct.  It is skipped when the body has a loop of its own (that loop
-    is the one to pipeline) or an in-place element-wise update (``x[i, j] = f(x[i, j])``):
-    ppl-compile 1.7 (tpu_mlir 1.30.2) crashes with SIGSEGV on such bodies in a
-    pipelined loop.
+    always correct -- except through global memory.  It is skipped when the body has a
+    loop of its own (that loop is the one to pipeline), an atomic add (consecutive blocks may
+    add into one region: the pipeline would load it before the previous block stored it), or
+    an in-place element-wise update (``x[i, j] = f(x[i, j])``): ppl-compile 1.7 (tpu_mlir
+    1.30.2) crashes with SIGSEGV on such bodies in a pipelined loop.
     """
     from tvm import tirx
 
@@ -76,6 +77,11 @@ def pipelinable_grid_loop(body: Any) -> Any:
 
     def visit(node: Any) -> None:
         if isinstance(node, tirx.For) and node.kind != tirx.ForKind.PARALLEL:
+            blockers.append(node)
+        elif isinstance(node, tirx.Call) and "atomic" in op_name(node):
+            # A read-modify-write of global memory: the next block's load of the region must
+            # follow this block's store, a dependence through global memory that the pipeline
+            # does not keep (measured: split-K over the innermost grid loop summed stale values).
             blockers.append(node)
         elif isinstance(node, tirx.BufferStore):
             reads: list[Any] = []

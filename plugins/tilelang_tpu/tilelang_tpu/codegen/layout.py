@@ -19,6 +19,7 @@ __all__ = [
     "LAYOUTS",
     "REDUCE_ALIGN",
     "WORD_PAIR_DTYPES",
+    "LayoutError",
     "aligned_strides",
     "broadcast_strides",
     "dim4",
@@ -50,6 +51,11 @@ FLOAT_DTYPES = ("float32", "float16", "bfloat16")
 REDUCE_ALIGN = 64
 
 
+class LayoutError(ValueError):
+    """A tile or region whose rank the PPL layout it needs does not have; the code generator
+    reports it as a :class:`~tilelang_tpu.codegen.TpuCodegenError` naming the statement."""
+
+
 #: Layouts: where each TileLang dim goes in ``[N, C, H, W]``, by rank.
 #:
 #: ``lanes`` (the default) puts rows on the lanes (C).  ``rows_n`` puts the rows of
@@ -62,34 +68,11 @@ LAYOUTS: dict[str, dict[int, tuple[int, ...]]] = {
 }
 
 
-class LayoutError(ValueError):
-    """A tile or tensor view of a rank its layout cannot hold; :func:`tilelang_tpu.codegen.generate`
-    reports it as a named :class:`~tilelang_tpu.codegen.TpuCodegenError` (construct and fix)."""
-
-    def __init__(self, rank: int, layout: str) -> None:
-        ranks = ", ".join(str(r) for r in sorted(LAYOUTS[layout]))
-        self.construct = f"a rank-{rank} tile or tensor view in the PPL {layout} layout (ranks {ranks} only)"
-        self.hint = _LAYOUT_HINTS.get(layout, "")
-        super().__init__(self.construct)
-
-
-#: Why each non-default layout is chosen, and the rewrite that avoids it (LayoutError's fix).
-_LAYOUT_HINTS = {
-    "rows_n": "an fp32 T.gemm operand takes the 2-D rows_n layout of tiu::fmm, and a tensor copied straight into it "
-    "must be viewed that way too, which a 3-D/4-D tensor cannot: T.copy the slice into an ordinary 2-D tile first "
-    "(T.copy(Q[b, rows, h, :], q_stage)), then T.copy(q_stage, q) tile to tile into the operand, or use fp16/bf16 "
-    "operands (tiu::fmm2 keeps the lanes layout)",
-    "row": "a per-column vector w[j] read in a T.Parallel(i, j) takes the 1-D row layout, and so does the tensor copied "
-    "into it: give the vector its own 1-D tile and T.copy a 1-D slice of the tensor into it (w_tile = "
-    "T.alloc_fragment((N,)); T.copy(W[b, h, :], w_tile)), or keep rank-3 data in 2-D tiles per head",
-    "lanes": "use tiles of rank 1 to 4",
-}
-
-
 def _place(dims: Sequence[str], layout: str, fill: str) -> list[str]:
     positions = LAYOUTS[layout].get(len(dims))
     if positions is None:
-        raise LayoutError(len(dims), layout)
+        ranks = ", ".join(str(r) for r in sorted(LAYOUTS[layout]))
+        raise LayoutError(f"a rank-{len(dims)} tile or region in the PPL {layout} layout (ranks {ranks} have it)")
     out = [fill] * 4
     for pos, value in zip(positions, dims, strict=True):
         out[pos] = value

@@ -234,10 +234,9 @@ def grid_loops(body: Any) -> tuple[Any, ...]:
     return tuple(loops)
 
 
-#: Tile-region atomics (a read-modify-write of a region: codegen.emit.atomic) and element
-#: atomics (codegen.emit.elements), whose blocks must not race on two cores.
+#: Tile-region atomics (a read-modify-write of a region: codegen.emit.atomic), whose blocks
+#: must not race on two cores.
 _TILE_ATOMICS = frozenset({"tl.tileop.atomicadd", "tl.tileop.atomicmax", "tl.tileop.atomicmin"})
-_ELEMENT_ATOMICS = frozenset({"tl.atomic_add_elem_op", "tl.atomic_max_elem_op", "tl.atomic_min_elem_op"})
 
 
 def grid_split(body: Any, cores: int) -> GridSplit:
@@ -253,13 +252,16 @@ def grid_split(body: Any, cores: int) -> GridSplit:
     tirx.stmt_functor.post_order_visit(
         body, lambda n: atomics.append(n) if isinstance(n, tirx.Call) and op_name(n) in _TILE_ATOMICS else None
     )
-    elem: list[Any] = []
+    elementwise: list[Any] = []
     tirx.stmt_functor.post_order_visit(
-        body, lambda n: elem.append(n) if isinstance(n, tirx.Call) and op_name(n) in _ELEMENT_ATOMICS else None
+        body, lambda n: elementwise.append(n) if isinstance(n, tirx.Call) and op_name(n).endswith("_elem_op") else None
     )
-    if elem:
-        # T.atomic_add(H[i], v) into a data-dependent element: any two blocks may meet there.
-        return GridSplit(reason="element atomics (T.atomic_add(H[i], v)) are atomic only while one core walks the grid")
+    if elementwise:
+        # An element atomic (in T.Parallel: emit.parallel; in serial code: emit.elements) is a
+        # read-modify-write: only one core may walk the blocks, in the one-core order.
+        return GridSplit(
+            reason="element atomics (T.atomic_add(H[i], v), also inside T.Parallel) are atomic only while one core walks the grid"
+        )
     if atomics:
         # Two cores adding into one region would race (codegen.emit.atomic's read-modify-write):
         # split only over the grid loops that separate the regions (split-K's bx, by).

@@ -96,14 +96,14 @@ class ScalarPrinter:
             if "int" in str(e.dtype) and not self._nonneg(e.a, e.b):
                 raise Unsupported(f"floor division of possibly negative values ({e})")
             return f"({p(e.a)} {'/' if isinstance(e, tirx.FloorDiv) else '%'} {p(e.b)})"
-        if isinstance(e, (tirx.Min, tirx.Max)) and "float" in str(e.dtype):
-            # PPL's scalar min/max are int(int, int): compare floats in C.
-            a, b, cmp = p(e.a), p(e.b), "<" if isinstance(e, tirx.Min) else ">"
-            return f"(({a}) {cmp} ({b}) ? ({a}) : ({b}))"
-        if isinstance(e, tirx.Min):
-            return f"min({p(e.a)}, {p(e.b)})"
-        if isinstance(e, tirx.Max):
-            return f"max({p(e.a)}, {p(e.b)})"
+        if isinstance(e, (tirx.Min, tirx.Max)):
+            a, b = p(e.a), p(e.b)
+            name = "min" if isinstance(e, tirx.Min) else "max"
+            if "int" in str(e.dtype):
+                return f"{name}({a}, {b})"
+            # PPL declares only int min/max (ppl_func.h): a float argument would be truncated.
+            # std::min/std::max's selection instead (both sides are pure).
+            return f"(({b}) < ({a}) ? ({b}) : ({a}))" if name == "min" else f"(({a}) < ({b}) ? ({b}) : ({a}))"
         if isinstance(e, tirx.Not):
             return f"(!{p(e.a)})"
         if isinstance(e, tirx.Select):

@@ -17,7 +17,6 @@ with a :class:`~tilelang_tpu.codegen.TpuCodegenError` naming them (never wrong c
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -29,25 +28,10 @@ from tilelang_tpu.codegen.emit.gemm import emit_gemm
 from tilelang_tpu.codegen.emit.reduce import emit_reduce
 from tilelang_tpu.codegen.emit.scan import emit_cumsum
 from tilelang_tpu.codegen.emit.serial_ops import emit_cummax, emit_transpose
+from tilelang_tpu.codegen.parallel_rows import PARALLEL_ROWS
+from tilelang_tpu.codegen.row import REFUSED, SUPPORTED, Construct
 
 __all__ = ["CONSTRUCTS", "REFUSED", "SUPPORTED", "Construct", "supported_tile_ops_hint", "tile_op_handlers"]
-
-SUPPORTED = "supported"
-REFUSED = "refused"
-
-
-@dataclass(frozen=True)
-class Construct:
-    """One construct: what users write, what the tpu target emits for it, and where."""
-
-    tilelang: str  #: what the user writes (Markdown)
-    ppl: str  #: what is emitted, or why it is refused and what to do instead (Markdown)
-    module: str  #: the module (path under ``tilelang_tpu/``, no ``.py``) that emits (or refuses) it
-    status: str = SUPPORTED
-    tile_op: str | None = None  #: the TIR tile-op call dispatched to ``handler``
-    handler: Callable[[EmitContext, Any], None] | None = None  #: the function of ``module`` that emits ``tile_op``
-    more_ops: tuple[tuple[str, Callable[[EmitContext, Any], None]], ...] = ()  #: further (tile op, handler) pairs of the row
-
 
 #: How every float cast behaves (the T.copy cast row; ``codegen.emit.cast`` has the measurements).
 _CAST_NOTE = (
@@ -194,118 +178,7 @@ CONSTRUCTS: tuple[Construct, ...] = (
     Construct(
         "`T.fill(tile, v)`, `T.clear(tile)`", "`tiu::fill(tile, v)`", "codegen/emit/fill", tile_op="tl.tileop.fill", handler=emit_fill
     ),
-    # ------------------------------------------------------------------ element-wise
-    Construct(
-        "`T.Parallel` loops `c[i, j] = expr`",
-        "one TIU instruction per operation over the whole tile. Tile ⊕ tile: `tiu::fadd/fsub/fmul/fdiv/fmax/fmin`. "
-        "Tile ⊕ scalar (either side): the same functions with a `float` constant (the PPL `_C` forms). Casts: `tiu::cast`, "
-        "with overflow to ±inf as in IEEE (`codegen/emit/cast.py`). "
-        "Functions: `T.exp` → `fexp` (PPL's range-reduced exp), `T.exp2(x)` → `fexp(x · ln 2)` (a constant "
-        "scale `x · c`, `c · x` or `a · c ± b · c` folds into that one multiply: `fexp((a ± b) · c ln 2)`), `T.log` → `flog`, "
-        "`T.log2(x)` → `flog(x) / ln 2`, `T.tanh` → `tanh_fp32` and `T.sigmoid` → `sigmoid_fp32` (fp32 only; others refused "
-        "by name), `T.abs` → `tiu::fabs`, `T.sqrt` → `tiu::fsqrt`, `T.rsqrt` → `tiu::frsqrt`. Intermediate values live in "
-        "temporary tiles inside a `{ }` scope",
-        "codegen/emit/parallel",
-    ),
-    Construct(
-        "a per-row vector `m[i]` (or `m[i, 0]`) inside an `(i, j)` loop",
-        "a view of `m` with `W` stride 0 that broadcasts each lane's value along the row (softmax, rmsnorm). Its `C` "
-        "stride is `m`'s own aligned row-group stride (`codegen.layout.broadcast_strides`), so rows 64 and up (the "
-        "second pass over the lanes) read their own values",
-        "codegen/emit/parallel",
-    ),
-    Construct(
-        "`T.Parallel` over a 1-row tile (tilelang drops the extent-1 loop and writes the index 0)",
-        "the same tile ops over a 1-row domain",
-        "codegen/emit/parallel",
-    ),
-    Construct("`T.Parallel` over part of a tile (extents smaller than the tile)", "`sub_view` of the tile", "codegen/emit/parallel"),
-    Construct(
-        "`T.Parallel` over a 3-D or 4-D tile (`y[b, h, i, j] = x[b, h, i, j] * 2.0 - 1.0`)",
-        "the same whole-tile ops on the tile's `[N, C, H, W]` view (`[b, rows, cols]` is `[b, rows, 1, cols]`; 4-D as is). "
-        "The per-row and per-column broadcasts are those of 2-D `(i, j)` loops",
-        "codegen/emit/parallel",
-    ),
-    Construct(
-        "a per-column vector `w[j]` inside an `(i, j)` loop (norm weights, bias epilogues)",
-        "`w` gets the `row` layout (`[1, 1, 1, n]`, one lane; its global copy uses a matching `gtensor` view); at the use "
-        "`tiu::broadcast` copies it to one pass of the lanes and a view with `C` stride 0 repeats that pass over the row groups",
-        "codegen/emit/parallel",
-    ),
-    Construct(
-        "`T.if_then_else(cond, a, b)` with `cond` comparing integer expressions of loop and block indices "
-        "(`<`, `<=`, `>`, `>=`, `==`, `!=`; causal and sequence-length masks)",
-        "index tiles (PPL's serial-number table along `W`; transposed onto the lanes, + 64·g per row group, for rows), "
-        "their difference as exact fp32 integers, then `tiu::gt_select`/`lt_select` against a half-integer threshold. "
-        "For `<`, `<=`, `>`, `>=` of a sum of loop variables with constant factors plus a scalar part (`bx * 128 + i >= k * 128 + j`), "
-        "the index difference (`i - j`) is built once at the start of the kernel, before every loop, and the scalar part "
-        "(clamped to ±2^20) moves into the threshold: in the loop only the select remains",
-        "codegen/emit/select",
-    ),
-    Construct(
-        "temporaries bound inside `T.Parallel` (`t = x[i, j] - m[i]`)",
-        "substituted into the assignments that use them (each use recomputes it as tile ops)",
-        "codegen/emit/parallel",
-    ),
-    Construct(
-        "stores to a global tensor inside `T.Parallel`, indexed `offset + loop variable` (LayerNorm's `Mean`/`Rstd`); "
-        "or one element outside any loop (`Mean[bx] = mean[0]` of a 1-row tile)",
-        "the value is computed into a tile over the loop domain, then one `dma::store`, clipped at the tensor's edge like `T.copy`",
-        "codegen/emit/parallel",
-    ),
-    Construct(
-        "embedding lookups `out[i, j] = table[ids[i], j]` in `T.Parallel`: `ids` an int32 or int64 index tile (`T.copy` "
-        "of the ids block), or the ids tensor read directly as `ids[offset + i]` or `ids[b, offset + i]`; fp32/fp16/bf16 tables (a cast to the "
-        "tile's dtype is allowed); ids out of order, repeated, a block that overhangs the ids",
-        "one `dma::gather_h`: the table seen as a `[1, rows, V, D]` view with lane stride 0, one `uint32` index per lane "
-        "(int32 ids through `view<uint32>()`: a negative id is a huge one). Ids outside `[0, V)` give rows of zeros (torch "
-        "raises; CUDA reads out of bounds); rows past the end of the ids tensor read zeros. int64 ids (PPL has no 64-bit "
-        "tensors) are held as pairs of `uint32` words (`W` doubled); the DMA engine splits them and `tiu::eq_select` "
-        "keeps the low word where the high word is 0, else `V` (so a negative or ≥ 2³² id is out of range too)",
-        "codegen/emit/gather",
-    ),
-    Construct(
-        "int64 tensors and tiles used other than as embedding ids (arithmetic, fills, tile copies)",
-        "refused by name: int64 data is copied from global memory and indexes row gathers only; use int32",
-        "codegen/emit/gather",
-        REFUSED,
-    ),
-    Construct(
-        "strided and transposed reads `t[i, j] = A[o0 + s0 * j, o1 + s1 * i]` in `T.Parallel` (a block read transposed, "
-        "every other column, any positive steps)",
-        "one `dma::load` from a `gtensor` view with those strides; rows or columns past the tensor's edge read zeros "
-        "(`dma::zero` first), as a `T.copy` of an overhanging tile. The DMA takes at most 128 bytes between elements along "
-        "`W`: a larger step (a transposed read) loads the block with lanes and `W` swapped, then `dma::transpose_cw`; a "
-        "read with both steps larger is refused by name",
-        "codegen/emit/gather",
-    ),
-    Construct(
-        "`t[j, i] = a[i, j]` in `T.Parallel(I, J)` (a tile transposed into another tile of the same dtype)",
-        "one local `dma::transpose_cw`. In place, or of an fp32 `T.gemm` tile, refused by name",
-        "codegen/emit/copy",
-    ),
-    Construct(
-        "reads of global tensors combined with other operations inside `T.Parallel`",
-        "refused: `T.copy` the data to a tile first",
-        "codegen/emit/parallel",
-        REFUSED,
-    ),
-    Construct(
-        "data-dependent `T.if_then_else(cond, a, b)`: `cond` compares tile values with tiles, per-row vectors `m[i]`, "
-        "index expressions or scalars (on either side), combined with `&&`, `||`, `!`; fp32/fp16/bf16 or int32 data, "
-        "fp32/fp16/bf16 or int32 values (masked fills, upstream's top-k argmax)",
-        "compare-selects over the whole tile, values copied (exact). Float data is compared with `tiu::gt_select` only "
-        "(`a < b` is `b > a`), the one PPL compare that is IEEE on the emulator; `==`, `>=`, `<=`, `!=` are built from "
-        "`>` and guarded for NaN operands. int32 data and index expressions compare as int32. Broadcast views are copied "
-        "to whole tiles first (the selects abort on strided operands)",
-        "codegen/emit/select",
-    ),
-    Construct(
-        "`T.if_then_else` selecting or comparing other integer types (int8/int16/uint*)",
-        "refused: pass the data as int32 or float tensors",
-        "codegen/emit/select",
-        REFUSED,
-    ),
+    *PARALLEL_ROWS,
     # ------------------------------------------------------------------ reductions
     Construct(
         "`T.reduce_max/min/sum/abssum/absmax(x, y, dim=-1)` on a 2-D tile (fp32/fp16/bf16)",

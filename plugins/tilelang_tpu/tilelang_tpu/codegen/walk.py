@@ -199,7 +199,7 @@ def alloc(em: EmitContext, buf: Any) -> None:
 def for_(em: EmitContext, loop: Any) -> None:
     from tvm import tirx
 
-    if loop.kind == tirx.ForKind.PARALLEL:
+    if loop.kind in (tirx.ForKind.PARALLEL, tirx.ForKind.VECTORIZED):  # T.vectorized: independent iterations too
         em.stmt_text = stmt_text(loop)
         # A scope of its own: the temporaries' local memory is free again after it.
         saved = (list(em.lines), em.indent, em.prologue, dict(em.hoisted_tiles), dict(em.tiles))
@@ -222,7 +222,13 @@ def for_(em: EmitContext, loop: Any) -> None:
         em.emit("}")
         return
     if loop.kind not in (tirx.ForKind.SERIAL, tirx.ForKind.UNROLLED):
-        raise em.fail(f"{loop.kind} loop", loop)
+        kind = {tirx.ForKind.THREAD_BINDING: "T.thread_binding"}.get(loop.kind, f"{loop.kind.name.lower()} kind")
+        raise em.fail(
+            f"{kind} loop over {loop.loop_var.name}",
+            loop,
+            "the tpu target has no SIMT threads: write the per-thread work as a T.Parallel loop over the tile "
+            "(or a T.serial loop), without T.get_thread_binding",
+        )
     em.stmt_text = f"for {loop.loop_var.name} in range({loop.min}, {loop.min + loop.extent}):"
     if em.split.loops and loop.same_as(em.split.loops[0]):
         emit_split_grid(em, em.split)

@@ -25,13 +25,13 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from tilelang_tpu.codegen.layout import DTYPES
+from tilelang_tpu.codegen.layout import DTYPES, FLOAT_DTYPES
 
 if TYPE_CHECKING:
     from tilelang_tpu.codegen.context import EmitContext
     from tilelang_tpu.codegen.values import Tile
 
-__all__ = ["OVERFLOW_LIMITS", "SATURATING_CHIPS", "emit_cast", "is_plain", "temp_tiles"]
+__all__ = ["CONVERT_DTYPES", "OVERFLOW_LIMITS", "SATURATING_CHIPS", "emit_cast", "emit_convert", "is_plain", "temp_tiles"]
 
 #: Chips whose fp32 -> fp16/bf16 cast saturates (measured; BM1684X's gives ±inf, and its
 #: compare-select refuses an fp32 comparison writing fp16/bf16, so it gets the plain cast).
@@ -44,6 +44,56 @@ OVERFLOW_LIMITS: dict[tuple[str, str], str] = {
     ("float32", "float16"): "65519.99609375f",  # the fp32 value just below 65520
     ("float32", "bfloat16"): "0x1.fefffep+127f",  # fp32 bits 0x7F7F7FFF
 }
+
+
+#: Integer dtypes converted by C's rules: (bits, signed).
+_INT_BITS = {"int8": (8, True), "uint8": (8, False), "int16": (16, True), "uint16": (16, False), "int32": (32, True)}
+
+#: Dtypes :func:`emit_convert` converts between, every pair.
+CONVERT_DTYPES = (*FLOAT_DTYPES, *_INT_BITS)
+
+
+def emit_convert(em: EmitContext, dst: str, src: str, dst_dtype: str, src_dtype: str, temp: Callable[[str], str]) -> None:
+    """``dst = src`` converted from ``src_dtype`` to ``dst_dtype``, both in :data:`CONVERT_DTYPES`,
+    by C's rules (what TileLang's ``c`` target and torch's ``.to()`` do for in-range values):
+
+    * float -> float: :func:`emit_cast` (IEEE, overflow to ±inf);
+    * int -> float: round to nearest even (``tiu::cast``);
+    * float -> int: round toward zero (``tiu::cast`` with ``RM_TOWARDS_ZERO``), through int32 for
+      the narrower integers, which then wrap as below;
+    * int -> int: value kept when it fits; otherwise wrapped modulo 2^bits (two's complement):
+      the value is masked in int32 (and sign-extended for signed types) before the cast, because
+      ``tiu::cast`` between integers saturates where C wraps.
+    """
+    if dst_dtype == src_dtype:
+        em.emit(f"tiu::move({dst}, {src});")
+        return
+    if dst_dtype in FLOAT_DTYPES and src_dtype in FLOAT_DTYPES:
+        emit_cast(em, dst, src, dst_dtype, src_dtype, temp)
+        return
+    if src_dtype in FLOAT_DTYPES:
+        if dst_dtype == "int32":
+            em.emit(f"tiu::cast({dst}, {src}, RM_TOWARDS_ZERO);")
+            return
+        wide = temp("int32")
+        em.emit(f"tiu::cast({wide}, {src}, RM_TOWARDS_ZERO);")
+        src, src_dtype = wide, "int32"
+    if dst_dtype in FLOAT_DTYPES:
+        em.emit(f"tiu::cast({dst}, {src});")
+        return
+    bits, signed = _INT_BITS[dst_dtype]
+    source_bits, source_signed = _INT_BITS[src_dtype]
+    if (bits > source_bits and (signed or not source_signed)) or (bits == 32 and signed):
+        em.emit(f"tiu::cast({dst}, {src});")  # every source value fits: kept
+        return
+    wrapped = temp("int32")
+    em.emit(f"tiu::cast({wrapped}, {src});")  # exact: every source value fits int32
+    em.emit(f"tiu::bitwise_and({wrapped}, {wrapped}, (int32){(1 << bits) - 1});")
+    if signed:
+        half = 1 << (bits - 1)
+        em.emit(f"tiu::bitwise_xor({wrapped}, {wrapped}, (int32){half});")
+        em.emit(f"tiu::sub({wrapped}, {wrapped}, {half}, 0, RM_HALF_UP, false);")
+    em.emit(f"tiu::cast({dst}, {wrapped});")  # exact: now in range
 
 
 def emit_cast(em: EmitContext, dst: str, src: str, dst_dtype: str, src_dtype: str, temp: Callable[[str], str]) -> None:

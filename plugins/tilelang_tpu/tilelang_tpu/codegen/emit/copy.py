@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tilelang_tpu.codegen.emit.cast import emit_cast, temp_tiles
+from tilelang_tpu.codegen.emit.cast import CONVERT_DTYPES, emit_convert, temp_tiles
 from tilelang_tpu.codegen.emit.gather import copy_gathered_row, uses_loaded_index
 from tilelang_tpu.codegen.emit.slices import permuted_slice
 from tilelang_tpu.codegen.ir import is_const, local_dims, region, squeeze
-from tilelang_tpu.codegen.layout import DTYPES, FLOAT_DTYPES, WORD_PAIR_DTYPES, offset4, storage_dims, to4
+from tilelang_tpu.codegen.layout import DTYPES, WORD_PAIR_DTYPES, offset4, storage_dims, to4
 from tilelang_tpu.codegen.values import GlobalTensor, Tile
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ def copy_regions(
         )
     full_local = em.full_local(tile, lmin, lext)
     cond = " || ".join(f"{r} < {em.expr(e)}" for r, e in zip(real, gext, strict=True) if not r.lstrip("-").isdigit())
-    whole_cast = g.dtype != tile.dtype and full_local and not guards and {g.dtype, tile.dtype} <= set(FLOAT_DTYPES)
+    whole_cast = g.dtype != tile.dtype and full_local and not guards and {g.dtype, tile.dtype} <= set(CONVERT_DTYPES)
     if whole_cast and src_global:
         # A casting load of a whole tile: staged, zero-filled and cast whole (see _cast_load).
         _cast_load(em, g, gview, tile, shape, cond if partial and zero_fill else None, partial)
@@ -169,7 +169,7 @@ def _cast_load(em: EmitContext, g: GlobalTensor, gview: str, tile: Tile, shape: 
         em.emit(f"dma::load({staged}.sub_view({shape}, {origin}), {gview});")
     else:
         em.emit(f"dma::load({staged}, {gview});")
-    emit_cast(em, tile.name, staged, tile.dtype, g.dtype, temp_tiles(em, blk, blk))
+    emit_convert(em, tile.name, staged, tile.dtype, g.dtype, temp_tiles(em, blk, blk))
 
 
 def _cast_store(em: EmitContext, g: GlobalTensor, gview: str, tile: Tile, shape: str) -> None:
@@ -179,23 +179,23 @@ def _cast_store(em: EmitContext, g: GlobalTensor, gview: str, tile: Tile, shape:
     blk = em.dim4var(tile.block, "cblk")
     staged = em.fresh("staged")
     em.emit(f"auto {staged} = make_tensor<{DTYPES[g.dtype]}>({blk}, {blk});")
-    emit_cast(em, staged, tile.name, g.dtype, tile.dtype, temp_tiles(em, blk, blk))
+    emit_convert(em, staged, tile.name, g.dtype, tile.dtype, temp_tiles(em, blk, blk))
     origin = em.dim4var(["0", "0", "0", "0"], "corigin")
     em.emit(f"dma::store({gview}, {staged}.sub_view({shape}, {origin}));")
 
 
 def _copy_cast(em: EmitContext, load: bool, g: GlobalTensor, gview: str, tile: Tile, lview: str, lreal: str) -> None:
-    if g.dtype not in FLOAT_DTYPES or tile.dtype not in FLOAT_DTYPES:
-        raise em.fail(f"T.copy converting {g.dtype} <-> {tile.dtype}", hint="casts between fp32, fp16 and bf16 are supported")
+    if g.dtype not in CONVERT_DTYPES or tile.dtype not in CONVERT_DTYPES:
+        raise em.fail(f"T.copy converting {g.dtype} <-> {tile.dtype}", hint=f"casts between {', '.join(CONVERT_DTYPES)} are supported")
     blk = em.dim4var(tile.block, "cblk")
     tmp = em.fresh("staged")
     em.emit(f"auto {tmp} = make_tensor<{DTYPES[g.dtype]}>({blk}, {lreal});")
     temp = temp_tiles(em, blk, lreal)
     if load:
         em.emit(f"dma::load({tmp}, {gview});")
-        emit_cast(em, lview, tmp, tile.dtype, g.dtype, temp)
+        emit_convert(em, lview, tmp, tile.dtype, g.dtype, temp)
     else:
-        emit_cast(em, tmp, lview, g.dtype, tile.dtype, temp)
+        emit_convert(em, tmp, lview, g.dtype, tile.dtype, temp)
         em.emit(f"dma::store({gview}, {tmp});")
 
 
@@ -216,7 +216,7 @@ def copy_local(em: EmitContext, src: Any, src_min: list[Any], src_ext: list[Any]
         )
     if st.dtype == dt.dtype:
         em.emit(f"tiu::move({dview}, {sview});")
-    elif st.dtype in FLOAT_DTYPES and dt.dtype in FLOAT_DTYPES:
-        emit_cast(em, dview, sview, dt.dtype, st.dtype, temp_tiles(em, d4, d4))
+    elif st.dtype in CONVERT_DTYPES and dt.dtype in CONVERT_DTYPES:
+        emit_convert(em, dview, sview, dt.dtype, st.dtype, temp_tiles(em, d4, d4))
     else:
-        raise em.fail(f"T.copy converting {st.dtype} -> {dt.dtype}", hint="casts between fp32, fp16 and bf16 are supported")
+        raise em.fail(f"T.copy converting {st.dtype} -> {dt.dtype}", hint=f"casts between {', '.join(CONVERT_DTYPES)} are supported")

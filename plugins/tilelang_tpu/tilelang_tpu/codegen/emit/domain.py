@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tilelang_tpu.codegen.layout import DTYPES, to4
+from tilelang_tpu.codegen.layout import DTYPES, LAYOUTS, to4
 
 if TYPE_CHECKING:
     from tilelang_tpu.codegen.context import EmitContext
@@ -24,18 +24,46 @@ class ParallelDomain:
     """One ``T.Parallel`` assignment's domain, over which its temporaries are tiles."""
 
     def __init__(
-        self, em: EmitContext, loop_vars: list[Any], index: list[Any], dom_ext: list[int], dom_off: list[int], dst_tile: Tile, loop: Any
+        self,
+        em: EmitContext,
+        loop_vars: list[Any],
+        index: list[Any],
+        dom_ext: list[int],
+        dom_off: list[int | str],
+        dst_tile: Tile,
+        loop: Any,
+        origins: list[Any] | None = None,
     ) -> None:
         self.em = em
         self.loop_vars = loop_vars
         self.index = index  # the destination's index per tile dim: loop variable or constant
         self.extents = dom_ext  # the domain's extent per destination tile dim
-        self.offsets = dom_off  # and its offset (non-zero only at a constant index)
+        self.offsets = dom_off  # and its origin (an int or C expression): see origins
         self.dst_tile = dst_tile
+        # The destination's origin per dim as TIR: the offset along a loop variable (c[i, j + 64]),
+        # else the index itself.
+        self.origins = origins if origins is not None else [0 if self.is_loop_var(i) else i for i in index]
+        # TIU instructions work lane by lane: every operand of one must start on the same lane.
+        # Temporaries start on lane 0, so a destination whose rows start elsewhere (c[k, j] in a
+        # serial loop over k, c[i + 1, j]) is computed on lane 0 and moved into place by a DMA.
+        self.rows_at_zero = self.starts_on_lane_zero(self.origins)
         self.loop = loop
         self.dom4 = to4([str(e) for e in dom_ext], dst_tile.layout)
         self.block: str | None = None  # the 4-D block of the temporaries, declared on first use
         self.axis_tiles: dict[int, str] = {}  # destination dim -> fp32 tile of its index
+
+    def starts_on_lane_zero(self, origins: list[Any]) -> bool:
+        """Whether a view of the domain's shape at ``origins`` (TIR, per dim) starts on lane 0."""
+        if self.dst_tile.layout != "lanes":
+            return True
+        o = origins[LAYOUTS["lanes"][len(origins)].index(1)]
+        return bool(isinstance(o, int) and o == 0) or bool(self.em.analyzer.can_prove_equal(o, 0))
+
+    def is_loop_var(self, e: Any) -> bool:
+        """Whether ``e`` is one of the T.Parallel variables (not a serial loop's, not a constant)."""
+        from tvm import tirx
+
+        return isinstance(e, tirx.Var) and any(e.same_as(v) for v in self.loop_vars)
 
     def fail(self, what: str, hint: str = "") -> CodegenError:
         return self.em.fail(what, self.loop, hint)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tilelang_tpu.codegen.emit.cast import emit_cast
+from tilelang_tpu.codegen.emit.cast import CONVERT_DTYPES, emit_convert, is_plain
 from tilelang_tpu.codegen.emit.domain import ParallelDomain
+from tilelang_tpu.codegen.emit.integers import emit_integer, integer_op, loop_index
 from tilelang_tpu.codegen.emit.ops import UNARY_EXTERN, UNARY_OPS, WRAPPERS, constant_scale
 from tilelang_tpu.codegen.emit.select import emit_select
 from tilelang_tpu.codegen.ir import as_float, op_name, same_index
@@ -29,23 +30,35 @@ class ParallelBody(ParallelDomain):
             return Operand(em.expr(e), str(e.dtype), False)
         if isinstance(e, tirx.BufferLoad):
             return self.load(e)
+        if isinstance(e, tirx.Var):
+            return loop_index(self, e)  # uses_loop_vars: a T.Parallel variable used as a value
+        if isinstance(e, tirx.Let):  # pure: the bound value, substituted where it is used
+            return self.compute(tirx.stmt_functor.substitute(e.body, {e.var: e.value}), dst)
+        if isinstance(e, tirx.Select):  # both sides are pure: the same as T.if_then_else
+            return self.compute(tirx.if_then_else(e.condition, e.true_value, e.false_value), dst)
         if isinstance(e, tirx.Cast):
             src = self.compute(e.value, None)
-            assert src is not None
+            assert src is not None and src.is_tile
             dtype = str(e.dtype)
-            if dtype not in FLOAT_DTYPES or src.dtype not in FLOAT_DTYPES:
-                raise self.fail(f"cast {src.dtype} -> {dtype} in a T.Parallel body", "casts between fp32, fp16 and bf16 are supported")
+            if dtype not in CONVERT_DTYPES or src.dtype not in CONVERT_DTYPES:
+                raise self.fail(
+                    f"cast {src.dtype} -> {dtype} in a T.Parallel body", f"casts between {', '.join(CONVERT_DTYPES)} are supported"
+                )
             if dtype == src.dtype:
                 return src
-            out = dst if dst is not None and self.dst_tile.dtype == dtype else self.temp(dtype)
-            emit_cast(em, out, src.text, dtype, src.dtype, self.temp)
+            out = self.output(dtype, dst)
+            emit_convert(em, out, src.text, dtype, src.dtype, self.temp)
             return None if out == dst else Operand(out, dtype, True)
+        if integer_op(e):
+            return emit_integer(self, e, dst)
         binary = {tirx.Add: "fadd", tirx.Sub: "fsub", tirx.Mul: "fmul", tirx.Div: "fdiv", tirx.Max: "fmax", tirx.Min: "fmin"}
         for cls, fn in binary.items():
             if isinstance(e, cls):
                 return self.binary(fn, e, dst)
         if isinstance(e, tirx.Call) and op_name(e) == "tirx.if_then_else":
             return emit_select(self, e, dst)
+        if isinstance(e, tirx.Call) and op_name(e) == "tl.clamp" and len(e.args) == 3:
+            return self.compute(_clamp(*e.args), dst)
         if isinstance(e, tirx.Call):
             op = op_name(e)
             unary = UNARY_OPS.get(op)
@@ -55,6 +68,8 @@ class ParallelBody(ParallelDomain):
                 op = str(args[0].value)
                 unary = UNARY_EXTERN.get(op)
                 args = args[1:]
+            if unary == "erf" and len(args) == 1:
+                return self.erf(e, dst, args[0])
             if unary is not None and len(args) == 1:
                 return self.unary(unary, e, dst, args[0])
             raise self.fail(
@@ -137,6 +152,42 @@ class ParallelBody(ParallelDomain):
             em.emit(f"tiu::{fn}({out}, {src.text});")
         return None if out == dst else Operand(out, dtype, True)
 
+    def erf(self, e: Any, dst: str | None, arg: Any) -> Operand | None:
+        """``T.erf(x)`` in fp32 by Abramowitz and Stegun 7.1.26 (absolute error below 1.5e-7):
+        ``1 - (a1 t + ... + a5 t^5) exp(-x^2)`` with ``t = 1 / (1 + p |x|)``, its sign restored.
+        (PPL's ``ferf`` wrapper is off by up to 2e-2 on the emulator.)"""
+        em = self.em
+        if str(e.dtype) != "float32":
+            raise self.fail(f"T.erf of {e.dtype} in a T.Parallel body", "compute it in float32: T.erf(T.cast(x, 'float32'))")
+        x = self.compute(arg, None)
+        assert x is not None and x.is_tile
+        if not is_plain(em, x.text):  # the compare-select below takes whole tiles
+            whole = self.temp("float32")
+            em.emit(f"tiu::move({whole}, {x.text});")
+            x = Operand(whole, "float32", True)
+        t, u, poly = self.temp("float32"), self.temp("float32"), self.temp("float32")
+        em.emit(f"tiu::fabs({t}, {x.text});")
+        em.emit(f"tiu::fmul({t}, {t}, {_ERF_P!r}f);")
+        em.emit(f"tiu::fadd({t}, {t}, 1.0f);")
+        em.emit(f"tiu::fdiv({t}, 1.0f, {t});")
+        em.emit(f"tiu::fmul({poly}, {t}, {_ERF_A[-1]!r}f);")
+        for a in reversed(_ERF_A[:-1]):
+            em.emit(f"tiu::fadd({poly}, {poly}, {a!r}f);")
+            em.emit(f"tiu::fmul({poly}, {poly}, {t});")
+        em.emit(f"tiu::fmul({u}, {x.text}, {x.text});")
+        em.emit(f"tiu::fmul({u}, {u}, -1.0f);")
+        block = self.temp_block()
+        em.emit(f"fexp({t}, {u}, &{block}, &{block});")
+        em.emit(f"tiu::fmul({poly}, {poly}, {t});")
+        em.emit(f"tiu::fsub({poly}, 1.0f, {poly});")  # erf(|x|)
+        em.emit(f"tiu::fmul({u}, {poly}, -1.0f);")
+        zero = em.fresh("zero")
+        em.emit(f"float {zero} = 0.0f;")
+        em.emit(f"tiu::gt_select({t}, {x.text}, {zero}, {poly}, {u});")
+        out = self.output("float32", dst)
+        em.emit(f"tiu::move({out}, {t});")
+        return None if out == dst else Operand(out, "float32", True)
+
     def load(self, e: Any) -> Operand:
         from tvm import tirx
 
@@ -155,7 +206,7 @@ class ParallelBody(ParallelDomain):
             and self.dst_tile.layout == "lanes"
             and len(self.index) == 2
             and len(idx) == 1
-            and isinstance(self.index[1], tirx.Var)
+            and self.is_loop_var(self.index[1])
             and same_index(idx[0], self.index[1])
             and self.extents[1] <= tile.shape[0]
         )
@@ -168,15 +219,19 @@ class ParallelBody(ParallelDomain):
             )
         # Same-domain operand: indexed exactly like the destination.
         if len(idx) == len(self.index) and all(same_index(i, d) for i, d in zip(idx, self.index, strict=True)):
-            if tuple(self.extents) == tile.shape:
+            if tuple(self.extents) == tile.shape and all(self.is_loop_var(d) for d in self.index):
                 return Operand(tile.name, tile.dtype, True)
             dom = em.dim4var(self.dom4, "dom")
-            origin = em.dim4var(offset4([str(o) for o in self.offsets], tile.layout), "origin")
-            return Operand(f"{tile.name}.sub_view({dom}, {origin})", tile.dtype, True)
+            at = ["0" if self.is_loop_var(d) else str(o) for d, o in zip(self.index, self.offsets, strict=True)]
+            origin = em.dim4var(offset4(at, tile.layout), "origin")
+            view = f"{tile.name}.sub_view({dom}, {origin})"
+            if self.rows_at_zero:
+                return Operand(view, tile.dtype, True)
+            return self.moved(view, tile.dtype)
         # Row vector broadcast along the last axis: x[i] or x[i, 0] in an (i, j) domain.
         rowvec = (
             len(self.index) == 2
-            and isinstance(self.index[1], tirx.Var)
+            and self.is_loop_var(self.index[1])
             and tile.layout == "lanes"
             and self.offsets[0] == 0
             and (
@@ -199,7 +254,104 @@ class ParallelBody(ParallelDomain):
             view = em.fresh("bcast")
             em.emit(f"auto &{view} = {tile.name}.view({shape}, {stride});")
             return Operand(view, tile.dtype, True)
+        tap = self.column_of(e.buffer.name, tile, idx)
+        if tap is not None:
+            return tap
+        shifted = self.shifted(e.buffer.name, tile, idx)
+        if shifted is not None:
+            return shifted
         raise self.fail(
-            f"tile read {e.buffer.name}[{', '.join(map(str, idx))}] in a T.Parallel over ({', '.join(v.name for v in self.loop_vars)})",
+            f"tile read {e.buffer.name}[{', '.join(map(str, idx))}] "
+            + (f"in a T.Parallel over ({', '.join(v.name for v in self.loop_vars)})" if self.loop_vars else "in a scalar store"),
             "operands must be indexed by the loop variables in order, or be a per-row vector x[i] broadcast along the row",
         )
+
+    def column_of(self, name: str, tile: Tile, idx: list[Any]) -> Operand | None:
+        """``w[i, k]`` in an ``(i, j)`` domain, ``k`` not varying over the loop (a conv tap, a
+        per-row scale picked by a serial loop): column ``k`` moved into a ``[rows, 1]`` tile,
+        then read across the row through a view with ``W`` stride 0.  None for other reads."""
+        em = self.em
+        if not (
+            len(self.index) == 2
+            and len(idx) == 2
+            and self.is_loop_var(self.index[0])
+            and self.is_loop_var(self.index[1])
+            and tile.layout == "lanes"
+            and self.offsets[0] == 0
+            and same_index(idx[0], self.index[0])
+            and not self.uses_loop_vars(idx[1])
+            and self.extents[0] <= tile.shape[0]
+        ):
+            return None
+        if not (em.analyzer.can_prove(idx[1] >= 0) and em.analyzer.can_prove(idx[1] < tile.shape[1])):
+            raise self.fail(
+                f"tile read {name}[{', '.join(map(str, idx))}] whose column may fall outside the tile {list(tile.shape)}",
+                "keep every read inside its tile",
+            )
+        rows = self.dom4[1]
+        block = em.dim4var(["1", rows, "1", "1"], "col_block")
+        column = em.fresh("col")
+        em.emit(f"auto {column} = make_tensor<{DTYPES[tile.dtype]}>({block}, {block});")
+        at = em.dim4var(["0", "0", "0", em.expr(idx[1])], "col_at")
+        em.emit(f"tiu::move({column}, {tile.name}.sub_view({block}, {at}));")
+        shape = em.dim4var(self.dom4, "cshape")
+        stride = em.dim4var(broadcast_strides(["1", rows, "1", "1"], DTYPES[tile.dtype], (3,)), "cstride")
+        view = em.fresh("cbcast")
+        em.emit(f"auto &{view} = {column}.view({shape}, {stride});")
+        return Operand(view, tile.dtype, True)
+
+    def shifted(self, name: str, tile: Tile, idx: list[Any]) -> Operand | None:
+        """``x[i, j + 64]``, ``x[i + 1, j]``, ``x[k, j]``: a read of a tile of the destination's rank
+        whose index along each dimension is the destination's loop variable plus an offset that
+        does not vary over the domain, or a scalar where the destination has one: a ``sub_view``
+        at the offsets, moved onto lanes from 0 by a local DMA when it starts on another lane
+        (:meth:`moved`).  Returns None for any other read."""
+
+        em = self.em
+        if tile.layout != "lanes" or self.dst_tile.layout != "lanes" or len(idx) != len(self.index):
+            return None
+        origin: list[Any] = []
+        for i, d in zip(idx, self.index, strict=True):
+            if self.is_loop_var(d):
+                offset = em.analyzer.simplify(i - d)
+                if self.uses_loop_vars(offset):
+                    return None
+                origin.append(offset)
+            else:
+                if self.uses_loop_vars(i):
+                    return None
+                origin.append(i)
+        for axis, (o, extent) in enumerate(zip(origin, self.extents, strict=True)):
+            if not (em.analyzer.can_prove(o >= 0) and em.analyzer.can_prove(o + extent <= tile.shape[axis])):
+                raise self.fail(
+                    f"tile read {name}[{', '.join(map(str, idx))}] that may fall outside the tile {list(tile.shape)}",
+                    "keep every read inside its tile (TileLang leaves reads outside a tile undefined; the tpu target refuses them)",
+                )
+        dom = em.dim4var(self.dom4, "dom")
+        at = em.dim4var(offset4([em.expr(o) for o in origin], "lanes"), "at")
+        view = f"{tile.name}.sub_view({dom}, {at})"
+        if self.starts_on_lane_zero(origin):
+            return Operand(view, tile.dtype, True)
+        return self.moved(view, tile.dtype)
+
+    def moved(self, view: str, dtype: str) -> Operand:
+        """``view`` (a region starting on another lane than 0) moved onto lanes from 0 by a local DMA."""
+        moved = self.temp(dtype)
+        self.em.emit(f"dma::move({moved}, {view});  // onto lanes from 0: TIU operands share their lanes")
+        return Operand(moved, dtype, True)
+
+
+#: Abramowitz and Stegun 7.1.26: erf(x) = 1 - (a1 t + a2 t^2 + ... + a5 t^5) exp(-x^2), t = 1 / (1 + p x).
+_ERF_P = 0.3275911
+_ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+
+
+def _clamp(x: Any, lo: Any, hi: Any) -> Any:
+    """``T.clamp(x, lo, hi)`` as TileLang defines it: ``min(max(x, lo), hi)``, NaN propagating.
+    Integers as that; floats as two IEEE compare-selects (``lo > x ? lo : x``, then ``> hi``)."""
+    from tvm import tirx
+
+    if "int" in str(x.dtype):
+        return tirx.Min(tirx.Max(x, lo), hi)
+    low = tirx.if_then_else(lo > x, lo, x)
+    return tirx.if_then_else(low > hi, hi, low)

@@ -46,6 +46,9 @@ UNARY_OPS = {
     "tirx.fabs": "fabs",
     "tirx.sqrt": "fsqrt",
     "tirx.rsqrt": "frsqrt",
+    "tirx.sin": "sin",
+    "tirx.cos": "cos",
+    "tirx.erf": "erf",
 }
 
 _LN2 = 0.6931471805599453
@@ -60,6 +63,8 @@ WRAPPERS: dict[str, tuple[str, float | None, float | None, tuple[str, ...]]] = {
     "log2": ("flog", None, 1.0 / _LN2, _ALL_FLOATS),
     "tanh": ("tanh_fp32", None, None, ("float32",)),
     "sigmoid": ("sigmoid_fp32", None, None, ("float32",)),
+    "sin": ("fsin", None, None, ("float32",)),  # range-reduced to one period, then a polynomial
+    "cos": ("fcos", None, None, ("float32",)),
 }
 UNARY_EXTERN = {
     "expf": "exp",
@@ -90,4 +95,12 @@ UNARY_EXTERN = {
     "rsqrtf": "frsqrt",
     "rsqrt": "frsqrt",
     "hrsqrt": "frsqrt",
+    "sinf": "sin",
+    "sin": "sin",
+    "hsin": "sin",
+    "cosf": "cos",
+    "cos": "cos",
+    "hcos": "cos",
+    "erff": "erf",
+    "erf": "erf",
 }

@@ -66,6 +66,7 @@ def emit_select(ctx: ParallelDomain, e: Any, dst: str | None) -> Operand | None:
     """``T.if_then_else(cond, a, b)`` in a T.Parallel body; writes ``dst`` when given and of
     the result's dtype (returns None), else returns the result as an operand."""
     cond, a, b = e.args
+    cond = _logical(cond)
     dtype = str(e.dtype)
     if dtype in FLOAT_DTYPES and _index_only(ctx, cond):
         return emit_mask(ctx, e, dst)  # causal / sequence-length masks: the index-tile mask path
@@ -237,6 +238,29 @@ def _value(ctx: ParallelDomain, e: Any, dtype: str) -> _Value:
         emit_cast(em, converted, operand.text, dtype, operand.dtype, ctx.temp)
         return _Value(converted, True)
     return _aligned(ctx, operand.text, dtype)
+
+
+def _logical(cond: Any) -> Any:
+    """``cond`` with ``&``, ``|`` and ``~`` of conditions (``T.bitwise_and`` of two bools, the way
+    upstream writes band masks) as the logical ``and``, ``or`` and ``not`` they mean."""
+    from tvm import tirx
+
+    from tilelang_tpu.codegen.ir import op_name
+
+    if isinstance(cond, tirx.Call) and str(cond.dtype) == "bool":
+        op = op_name(cond)
+        args = [_logical(x) for x in cond.args]
+        if op == "tirx.bitwise_and" and len(args) == 2:
+            return tirx.And(args[0], args[1])
+        if op == "tirx.bitwise_or" and len(args) == 2:
+            return tirx.Or(args[0], args[1])
+        if op == "tirx.bitwise_not" and len(args) == 1:
+            return tirx.Not(args[0])
+    if isinstance(cond, (tirx.And, tirx.Or)):
+        return type(cond)(_logical(cond.a), _logical(cond.b))
+    if isinstance(cond, tirx.Not):
+        return tirx.Not(_logical(cond.a))
+    return cond
 
 
 def _index_only(ctx: ParallelDomain, cond: Any) -> bool:
