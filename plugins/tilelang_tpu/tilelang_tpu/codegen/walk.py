@@ -214,8 +214,11 @@ def for_(em: EmitContext, loop: Any) -> None:
             # No vector form: the same iterations one element at a time (a performance note).
             em.lines, em.indent, em.prologue, em.hoisted_tiles, em.tiles = saved
             em.emit(f"// per-element T.Parallel (no vector form: {refusal.construct[:120]})".replace("\n", " "))
+            try:
+                stmt(em, serial)
+            except CodegenError:
+                raise refusal from None  # the vector path's refusal names the construct and its rewrite
             _log.info("tpu: T.Parallel runs per element (no vector form: %s)", refusal.construct)
-            stmt(em, serial)
             return
         em.scalar_synced = False
         em.indent -= 1
