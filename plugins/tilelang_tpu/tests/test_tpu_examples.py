@@ -13,7 +13,7 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "tpu"
 
 
 @pytest.mark.usefixtures("toolchain")
-@pytest.mark.parametrize("name", ["reduce_max", "reduce_sum", "matmul", "flash_attention"])
+@pytest.mark.parametrize("name", ["reduce_max", "reduce_sum", "matmul", "flash_attention", "rope"])
 def test_example_runs_and_matches_torch(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     script = EXAMPLES / f"{name}.py"
     if not script.is_file():

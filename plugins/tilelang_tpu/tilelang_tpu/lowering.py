@@ -20,10 +20,102 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["lower"]
+__all__ = ["HINT_OPS", "lower"]
 
 #: TVM target kind the transforms run under (the dummy host and device target).
 HOST_KIND = "c"
+
+#: Calls that are performance hints for other targets (GPU register budgets, warp-group
+#: allocation, barriers between the threads of a block).  A TPU kernel is one sequential
+#: program per core: none of them changes what it computes, so they are dropped, never
+#: refused (``T.disable_warp_group_reg_alloc`` and ``T.no_set_max_nreg`` are the same call;
+#: ``T.sync_threads`` is ``tvm_storage_sync``).  Layout, swizzle and occupancy annotations
+#: (``T.annotate_layout``, ``T.use_swizzle``, ``T.annotate_min_blocks_per_sm``, ...) become
+#: block or loop attributes, which the code generator already ignores.
+HINT_OPS = frozenset(
+    {
+        "tl.no_set_max_nreg",
+        "tl.set_max_nreg",
+        "tl.annotate_producer_reg_dealloc",
+        "tl.annotate_consumer_reg_alloc",
+        "tl.sync_warp",
+        "tl.fence_proxy_async",
+        "tirx.tvm_storage_sync",
+    }
+)
+
+
+def _drop_hints(func: Any) -> Any:
+    """``func`` without the statements that only call :data:`HINT_OPS`."""
+    from tvm import tirx
+
+    def post(node: Any) -> Any:
+        if isinstance(node, tirx.Evaluate) and isinstance(node.value, tirx.Call):
+            op = node.value.op
+            if str(getattr(op, "name", "")) in HINT_OPS:
+                return tirx.Evaluate(tirx.const(0, "int32"))
+        return None
+
+    body = tirx.stmt_functor.ir_transform(func.body, None, post, ["tirx.Evaluate"])
+    return func if body.same_as(func.body) else func.with_body(body)
+
+
+def _refuse_thread_indexing(mod: Any) -> None:
+    """Refuse a kernel that indexes by thread (``T.get_thread_binding``, the thread variables
+    of ``T.Kernel``), by name and before tilelang's launch materialisation, whose own message
+    names the dummy ``c`` target the transforms run under.
+
+    A TPU core runs a block as one sequential program: there are no threads whose index could
+    select the data a statement works on.  (tilelang's own ``c`` target refuses these kernels
+    too.)  The rewrite is a tile-level kernel.
+    """
+    from tvm import tirx
+
+    from tilelang_tpu.codegen import TpuCodegenError
+
+    for gvar, func in mod.functions.items():
+        if not isinstance(func, tirx.PrimFunc):
+            continue
+        thread_vars: list[Any] = []
+
+        def find(node: Any, thread_vars: list[Any] = thread_vars) -> None:
+            if (
+                isinstance(node, tirx.Bind)
+                and isinstance(node.value, tirx.Call)
+                and str(getattr(node.value.op, "name", "")) == "tl.launch_thread_idx"
+            ):
+                thread_vars.append(node.var)
+            elif (
+                isinstance(node, tirx.For)
+                and node.thread_binding is not None
+                and str(node.thread_binding.thread_tag).startswith("threadIdx")
+            ):
+                thread_vars.append(node.loop_var)
+
+        tirx.stmt_functor.post_order_visit(func.body, find)
+        if not thread_vars:
+            continue
+        uses: list[Any] = []
+
+        def use(node: Any, thread_vars: list[Any] = thread_vars, uses: list[Any] = uses) -> None:
+            if isinstance(node, tirx.Var) and any(node.same_as(v) for v in thread_vars):
+                uses.append(node)
+
+        tirx.stmt_functor.post_order_visit(func.body, use)
+        # (The visitor does not report a binding's own variable, and each node once.)
+        if not uses:
+            continue
+        name = str(func.attrs["global_symbol"]) if func.attrs is not None and "global_symbol" in func.attrs else gvar.name_hint
+        used = sorted({str(u.name) for u in uses})
+        raise TpuCodegenError(
+            name,
+            f"per-thread indexing (thread index {', '.join(used)}: T.get_thread_binding or the threads of T.Kernel)",
+            "the kernel body",
+            "a TPU core runs each block as one sequential program, with no threads to index by: write the block's work "
+            "with tile operators -- T.copy the rows into a tile and compute in T.Parallel over the whole tile, reduce "
+            "with T.reduce_sum (a GEMV: y[i] = sum_k A[i, k] * x[k] as T.Parallel(i, k) products, then T.reduce_sum(dim=1)), "
+            "or T.gemm",
+        )
 
 
 def _restrict_dynamic_shared(func: Any) -> Any:
@@ -160,6 +252,7 @@ def _passes(mod: Any, dummy: Any) -> Any:
     from tilecore.upstream import should_force_let_inline
     from tilelang_tpu.grid import mark_grid_loops
 
+    _refuse_thread_indexing(mod)
     mod = tirx.transform.BindTarget(dummy)(mod)
     # T.Kernel grid -> serial loops over the block indices (a TPU core walks the grid).
     mod = tl.MaterializeKernelLaunch(lower_thread_binding=False, unsupported_annotations=["cluster_dims"])(mod)
@@ -176,6 +269,7 @@ def _passes(mod: Any, dummy: Any) -> Any:
     # Deliberately absent: LayoutInference, LowerTileOp, FlattenBuffer, vectorisation
     # and the GPU-specific passes -- the codegen maps tile ops and N-d buffers itself.
     mod = tl.LowerOpaqueBlock()(mod)
+    mod = _map_prim_funcs(mod, _drop_hints)
     mod = tl.Simplify()(mod)
     mod = tirx.transform.NarrowDataType(32)(mod)
     mod = _map_prim_funcs(mod, _restrict_dynamic_shared)

@@ -44,6 +44,14 @@ class EmitContext:
     overwriting: Any = None  # the T.gemm call whose zero fill was dropped (it overwrites its accumulator)
     prologue: int = 0  # where in ``lines`` hoisted code goes: the kernel body's start, before every loop
     hoisted_tiles: dict[Any, str] = field(default_factory=dict)  # key -> tile built once in the prologue
+    # Per-element code (codegen.emit.elements): whether the DMA/TIU instructions issued so far have
+    # been waited for; whether the expression being printed may read single elements (only
+    # outside T.Parallel); the walker, for emitters that lower a tile op to a loop nest.
+    scalar_synced: bool = False
+    elements_ok: bool = False
+    walk: Callable[[Any], None] | None = None
+    element_load: Callable[[Any], str] | None = None
+    element_tiles: set[Any] = field(default_factory=set)  # data vars of tiles per-element code touches
 
     def __post_init__(self) -> None:
         from tvm import arith
@@ -72,10 +80,21 @@ class EmitContext:
         except Unsupported as err:
             raise self.fail(str(err)) from None
 
+    def element_expr(self, e: Any) -> str:
+        """Like :meth:`expr`, where ``e`` may read single tile and tensor elements (per-element
+        code outside T.Parallel: :mod:`tilelang_tpu.codegen.emit.elements`)."""
+        saved, self.elements_ok = self.elements_ok, True
+        try:
+            return self.expr(e)
+        finally:
+            self.elements_ok = saved
+
     def _scalar_load(self, load: Any) -> str:
         data = load.buffer.data
         if data in self.scalars:
             return self.scalars[data]
+        if self.elements_ok and self.element_load is not None:
+            return self.element_load(load)
         if data in self.globals_:
             raise Unsupported(
                 f"scalar read of global tensor element {load.buffer.name}[{', '.join(map(str, load.indices))}] "

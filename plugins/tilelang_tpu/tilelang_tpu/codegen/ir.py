@@ -91,6 +91,9 @@ def pipelinable_grid_loop(body: Any) -> Any:
             )
             if reads:
                 blockers.append(node)
+        elif isinstance(node, tirx.Call) and op_name(node) in ("tl.tileop.atomicadd", "tl.tileop.atomicmax", "tl.tileop.atomicmin"):
+            # The read-modify-write updates a DMA-loaded scratch tile in place (the crash above).
+            blockers.append(node)
 
     tirx.stmt_functor.post_order_visit(loop.body, visit)
     return None if blockers else loop

@@ -234,6 +234,11 @@ def grid_loops(body: Any) -> tuple[Any, ...]:
     return tuple(loops)
 
 
+#: Tile-region atomics (a read-modify-write of a region: codegen.emit.atomic), whose blocks
+#: must not race on two cores.
+_TILE_ATOMICS = frozenset({"tl.tileop.atomicadd", "tl.tileop.atomicmax", "tl.tileop.atomicmin"})
+
+
 def grid_split(body: Any, cores: int) -> GridSplit:
     """How the grid of the kernel whose body is ``body`` runs on a launch of ``cores`` cores."""
     from tvm import tirx
@@ -245,16 +250,18 @@ def grid_split(body: Any, cores: int) -> GridSplit:
         return GridSplit(reason="the kernel has a grid of one block")
     atomics: list[Any] = []
     tirx.stmt_functor.post_order_visit(
-        body, lambda n: atomics.append(n) if isinstance(n, tirx.Call) and op_name(n) == "tl.tileop.atomicadd" else None
+        body, lambda n: atomics.append(n) if isinstance(n, tirx.Call) and op_name(n) in _TILE_ATOMICS else None
     )
     elementwise: list[Any] = []
     tirx.stmt_functor.post_order_visit(
         body, lambda n: elementwise.append(n) if isinstance(n, tirx.Call) and op_name(n).endswith("_elem_op") else None
     )
     if elementwise:
-        # An atomic inside T.Parallel is a read-modify-write of its region (emit.parallel): only
-        # one core may walk the blocks, in the one-core order.
-        return GridSplit(reason="T.atomic_add inside T.Parallel is atomic only while one core walks the grid")
+        # An element atomic (in T.Parallel: emit.parallel; in serial code: emit.elements) is a
+        # read-modify-write: only one core may walk the blocks, in the one-core order.
+        return GridSplit(
+            reason="element atomics (T.atomic_add(H[i], v), also inside T.Parallel) are atomic only while one core walks the grid"
+        )
     if atomics:
         # Two cores adding into one region would race (codegen.emit.atomic's read-modify-write):
         # split only over the grid loops that separate the regions (split-K's bx, by).

@@ -25,3 +25,4 @@ class Construct:
     status: str = SUPPORTED
     tile_op: str | None = None  #: the TIR tile-op call dispatched to ``handler``
     handler: Callable[[EmitContext, Any], None] | None = None  #: the function of ``module`` that emits ``tile_op``
+    more_ops: tuple[tuple[str, Callable[[EmitContext, Any], None]], ...] = ()  #: further (tile op, handler) pairs of the row

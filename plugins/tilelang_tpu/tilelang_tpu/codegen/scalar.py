@@ -90,6 +90,8 @@ class ScalarPrinter:
                 return f"({p(e.a)} {op} {p(e.b)})"
         if isinstance(e, tirx.Div):
             return f"({p(e.a)} / {p(e.b)})"
+        if isinstance(e, tirx.Mod) and "int" in str(e.dtype):
+            return f"({p(e.a)} % {p(e.b)})"  # T.truncmod: C's % (the sign of the dividend)
         if isinstance(e, (tirx.FloorDiv, tirx.FloorMod)):
             if "int" in str(e.dtype) and not self._nonneg(e.a, e.b):
                 raise Unsupported(f"floor division of possibly negative values ({e})")

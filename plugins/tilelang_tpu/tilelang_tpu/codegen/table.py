@@ -21,12 +21,13 @@ from functools import cache
 from typing import Any
 
 from tilelang_tpu.codegen.context import EmitContext
-from tilelang_tpu.codegen.emit.atomic import emit_atomic_add
+from tilelang_tpu.codegen.emit.atomic import emit_atomic_add, emit_atomic_max, emit_atomic_min
 from tilelang_tpu.codegen.emit.copy import emit_copy
 from tilelang_tpu.codegen.emit.fill import emit_fill
 from tilelang_tpu.codegen.emit.gemm import emit_gemm
 from tilelang_tpu.codegen.emit.reduce import emit_reduce
 from tilelang_tpu.codegen.emit.scan import emit_cumsum
+from tilelang_tpu.codegen.emit.serial_ops import emit_cummax, emit_transpose
 from tilelang_tpu.codegen.parallel_rows import PARALLEL_ROWS
 from tilelang_tpu.codegen.row import REFUSED, SUPPORTED, Construct
 
@@ -279,7 +280,53 @@ CONSTRUCTS: tuple[Construct, ...] = (
         handler=emit_cumsum,
     ),
     Construct(
-        "other tile ops (`T.cummax`, ...)",
+        "`T.atomic_max(C[...], tile)` / `T.atomic_min(C[...], tile)` (tile region)",
+        "the read-modify-write of `T.atomic_add` with `tiu::fmax` / `tiu::fmin` (the same core rules under `tpu:cores=N`)",
+        "codegen/emit/atomic",
+        tile_op="tl.tileop.atomicmax",
+        handler=emit_atomic_max,
+        more_ops=(("tl.tileop.atomicmin", emit_atomic_min),),
+    ),
+    # ------------------------------------------------------------------ per-element code
+    Construct(
+        "per-element code outside `T.Parallel` on fp32/integer elements: `c[i, j] += a[i, k] * b[k, j]` in `T.serial` "
+        "loops (a hand-written GEMM), `acc += A[bx, j]` into a `T.alloc_var`, `if x[i, j] > best:`, `Out[bx * BM + i] = v`",
+        "the scalar unit reads and writes the element: `get_lmem_ptr(t.sub_view({1, 1, 1, 1}, offset))[0]` of a tile "
+        "(PPL resolves lane and address), `get_gmem_ptr(ptr)[flat]` of a tensor (row-major). `ppl::tpu_poll()` first waits "
+        "for the DMA/TIU instructions issued before; such loops are not software-pipelined; `tiu::move(t, t)` keeps each "
+        "tile the scalar unit uses live over its scope (`codegen/emit/elements.py`). One element at a time (a performance note)",
+        "codegen/emit/elements",
+    ),
+    Construct(
+        "per-element access to fp16/bf16/int64 elements outside `T.Parallel`",
+        "refused by name: the scalar unit has no fp16/bf16 arithmetic; keep such data in a float32 tile (`T.copy` casts)",
+        "codegen/emit/elements",
+        REFUSED,
+    ),
+    Construct(
+        "scalar atomics `T.atomic_add/max/min(H[ids[i]], v)`; `while cond:`; loops of runtime length (`T.serial(n)`)",
+        "a read-modify-write by the scalar unit (the grid then runs on one core: two blocks may meet at an element); "
+        "`while (true) { if (!(cond)) break; ... }`; a C `for` with the runtime bound",
+        "codegen/emit/elements",
+    ),
+    Construct(
+        "`T.cummax(src, [dst,] dim, reverse)`, `T.reduce_bitxor/bitor/bitand`, `T.transpose(src, dst)` (2-D)",
+        "per-element loops (fp32/integer elements, as above); `T.transpose` of two whole local tiles of one dtype is "
+        "`dma::transpose_cw(dst, src)`",
+        "codegen/emit/serial_ops",
+        tile_op="tl.tileop.cummax",
+        handler=emit_cummax,
+        more_ops=(("tl.tileop.transpose", emit_transpose),),
+    ),
+    Construct(
+        "other targets' hints (`T.use_swizzle`, `T.annotate_layout`, `T.disable_warp_group_reg_alloc`, `T.no_set_max_nreg`, "
+        "`T.sync_threads`, ...); per-thread indexing (`T.get_thread_binding`)",
+        "hints are ignored (`lowering.HINT_OPS`: a core runs a block as one sequential program); per-thread indexing is "
+        "refused by name before lowering, with the tile-level rewrite (tilelang's `c` target refuses it too)",
+        "lowering",
+    ),
+    Construct(
+        "other tile ops",
         "refused, naming the op",
         "codegen/walk",
         REFUSED,
@@ -290,17 +337,21 @@ CONSTRUCTS: tuple[Construct, ...] = (
 @cache
 def tile_op_handlers() -> dict[str, Callable[[EmitContext, Any], None]]:
     """TIR tile-op name -> ``handler(context, call)``, from the table."""
-    return {c.tile_op: c.handler for c in CONSTRUCTS if c.tile_op is not None and c.handler is not None}
+    handlers = {c.tile_op: c.handler for c in CONSTRUCTS if c.tile_op is not None and c.handler is not None}
+    handlers.update({op: handler for c in CONSTRUCTS for op, handler in c.more_ops})
+    return handlers
 
 
 def supported_tile_ops_hint() -> str:
     """The fix line of an unknown tile op's error: the tile ops the table supports."""
     spelled = {
         "atomicadd": "T.atomic_add",
+        "atomicmax": "T.atomic_max/T.atomic_min",
+        "cummax": "T.cummax, T.transpose",
         "cumsum": "T.cumsum(dim=1)",
         "copy": "T.copy",
         "fill": "T.fill/T.clear",
-        "reduce": "T.reduce_{max,min,sum,abssum,absmax}",
+        "reduce": "T.reduce_{max,min,sum,abssum,absmax,bitxor,bitor,bitand}",
         "gemm": "T.gemm",
     }
     ops = [c.tile_op.removeprefix("tl.tileop.") for c in CONSTRUCTS if c.tile_op]

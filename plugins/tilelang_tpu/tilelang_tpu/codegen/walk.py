@@ -10,12 +10,27 @@ and the TIR statement it came from: the walker never guesses.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from tilelang_tpu.codegen.context import EmitContext
+from tilelang_tpu.codegen.emit.elements import (
+    ELEMENT_ATOMICS,
+    element_tiles,
+    element_value,
+    emit_element_atomic,
+    emit_element_store,
+    has_element_access,
+    has_tile_work,
+    keep_live,
+    refuse_store,
+    scalar_capable,
+    sync,
+)
 from tilelang_tpu.codegen.emit.parallel import elementwise, emit_parallel
+from tilelang_tpu.codegen.emit.serial_ops import emit_fill_elements, per_element_loop
 from tilelang_tpu.codegen.entry import declare_globals
-from tilelang_tpu.codegen.ir import is_const, is_zero, min_extent_range, op_name, stmt_text
+from tilelang_tpu.codegen.ir import is_const, is_zero, min_extent_range, op_name, region, stmt_text
 from tilelang_tpu.codegen.layout import DTYPES, REDUCE_ALIGN, WORD_PAIR_DTYPES, storage_dims, storage_type, to4
 from tilelang_tpu.codegen.plan import GridSplit, grid_split, overwriting_gemm, plan_kernel
 from tilelang_tpu.codegen.table import supported_tile_ops_hint, tile_op_handlers
@@ -23,9 +38,14 @@ from tilelang_tpu.codegen.values import LOCAL_SCOPES, CodegenError, Tile
 
 __all__ = ["run", "stmt"]
 
+_log = logging.getLogger("tilelang_tpu")
+
 
 def run(em: EmitContext) -> None:
     """Plan the kernel, declare its global views, then print its body into ``em.lines``."""
+    em.walk = lambda s: stmt(em, s)
+    em.element_load = lambda load: element_value(em, load)
+    em.element_tiles = element_tiles(em.func.body)
     em.plan = plan_kernel(em.func.body)
     em.split = grid_split(em.func.body, em.cores)
     declare_globals(em)
@@ -56,6 +76,10 @@ def stmt(em: EmitContext, s: Any) -> None:
                 em.overwriting = gemm
                 continue
             stmt(em, child)
+        # Tiles allocated in this sequence and used by per-element code stay live to its end.
+        for child in children:
+            if isinstance(child, tirx.AllocBuffer) and child.buffer.data in em.element_tiles and child.buffer.data in em.tiles:
+                keep_live(em, em.tiles[child.buffer.data].name)
         return
     previous = em.stmt_text
     if not isinstance(s, (tirx.For, tirx.IfThenElse, tirx.AttrStmt)):
@@ -71,18 +95,23 @@ def stmt(em: EmitContext, s: Any) -> None:
             evaluate(em, s)
         elif isinstance(s, tirx.IfThenElse):
             em.stmt_text = f"if {s.condition}:"
-            em.emit(f"if ({em.expr(s.condition)}) {{")
+            em.emit(f"if ({em.element_expr(s.condition)}) {{")
+            synced = em.scalar_synced
             block(em, s.then_case)
+            after_then, em.scalar_synced = em.scalar_synced, synced
             if s.else_case is not None:
                 em.emit("} else {")
                 block(em, s.else_case)
+            em.scalar_synced = em.scalar_synced and after_then
             em.emit("}")
+        elif isinstance(s, tirx.While):
+            while_(em, s)
         elif isinstance(s, tirx.Bind):
-            if "int" not in str(s.var.dtype) and "float" not in str(s.var.dtype):
+            if "int" not in str(s.var.dtype) and "float" not in str(s.var.dtype) and str(s.var.dtype) != "bool":
                 raise em.fail(f"binding of a {s.var.dtype} value")
-            value = em.expr(s.value)
+            value = em.element_expr(s.value)
             name = em.fresh(s.var.name)
-            ctype = "int" if "int" in str(s.var.dtype) else "float"
+            ctype = "bool" if str(s.var.dtype) == "bool" else "int" if "int" in str(s.var.dtype) else "float"
             em.emit(f"{ctype} {name} = {value};")
             em.ids.of_var[s.var] = name
         elif isinstance(s, tirx.AttrStmt):
@@ -163,6 +192,8 @@ def alloc(em: EmitContext, buf: Any) -> None:
         rvar = em.dim4var(shape4, name + "_shape")
         em.emit(f"auto {name} = make_tensor<{storage_type(dtype)}>({bvar}, {rvar});")
     em.tiles[buf.data] = Tile(name, dtype, shape, block, layout)
+    if buf.data in em.element_tiles:
+        keep_live(em, name)  # (codegen.emit.elements.element_tiles)
 
 
 def for_(em: EmitContext, loop: Any) -> None:
@@ -171,9 +202,25 @@ def for_(em: EmitContext, loop: Any) -> None:
     if loop.kind in (tirx.ForKind.PARALLEL, tirx.ForKind.VECTORIZED):  # T.vectorized: independent iterations too
         em.stmt_text = stmt_text(loop)
         # A scope of its own: the temporaries' local memory is free again after it.
+        saved = (list(em.lines), em.indent, em.prologue, dict(em.hoisted_tiles), dict(em.tiles))
         em.emit("{")
         em.indent += 1
-        emit_parallel(em, loop)
+        try:
+            emit_parallel(em, loop)
+        except CodegenError as refusal:
+            serial = per_element_loop(em, loop)
+            if serial is None:
+                raise
+            # No vector form: the same iterations one element at a time (a performance note).
+            em.lines, em.indent, em.prologue, em.hoisted_tiles, em.tiles = saved
+            em.emit(f"// per-element T.Parallel (no vector form: {refusal.construct[:120]})".replace("\n", " "))
+            try:
+                stmt(em, serial)
+            except CodegenError:
+                raise refusal from None  # the vector path's refusal names the construct and its rewrite
+            _log.info("tpu: T.Parallel runs per element (no vector form: %s)", refusal.construct)
+            return
+        em.scalar_synced = False
         em.indent -= 1
         em.emit("}")
         return
@@ -191,41 +238,86 @@ def for_(em: EmitContext, loop: Any) -> None:
         return
     var = em.fresh(loop.loop_var.name)
     em.ids.of_var[loop.loop_var] = var
-    lo = em.expr(loop.min)
-    hi = em.expr(loop.min + loop.extent) if not is_zero(loop.min) else em.expr(loop.extent)
+    lo = em.element_expr(loop.min)
+    hi = em.element_expr(loop.min + loop.extent) if not is_zero(loop.min) else em.element_expr(loop.extent)
     em.analyzer.bind(loop.loop_var, min_extent_range(loop.min, loop.extent))
+    elements = has_element_access(loop.body)
+    tile_work = has_tile_work(em, loop.body)
+    if elements and not tile_work:
+        sync(em)  # one wait before a loop of per-element code only
     em.emit(f"for (int {var} = {lo}; {var} < {hi}; ++{var}) {{")
+    if tile_work:
+        em.scalar_synced = False  # the previous iteration's tile ops
     single_trip = is_const(loop.extent) and int(loop.extent) == 1  # nothing to overlap; ppl-compile 1.30.2 may crash on it
-    if not single_trip and (
-        ("num_stages" in loop.annotations and int(loop.annotations["num_stages"]) > 1) or loop.same_as(em.plan.pipelined_grid)
+    if (
+        not single_trip
+        and not elements
+        and (("num_stages" in loop.annotations and int(loop.annotations["num_stages"]) > 1) or loop.same_as(em.plan.pipelined_grid))
     ):
         # T.Pipelined, or the innermost T.Kernel grid loop (its iterations are independent
         # blocks): ppl-compile software-pipelines the loop body, overlapping the DMA of the
         # next iteration with the compute of this one (data dependences kept).
         em.emit("  ppl::enable_pipeline();")
+    mark = (len(em.lines), em.prologue)
     block(em, loop.body)
+    _unpipeline_per_element(em, *mark)
+    if tile_work:
+        em.scalar_synced = False
+    em.emit("}")
+
+
+def while_(em: EmitContext, loop: Any) -> None:
+    """``while cond:``: the condition is evaluated at the top of every iteration (it may read
+    elements that the body's tile ops write)."""
+    elements = has_element_access(loop.body) or has_element_access(loop)
+    tile_work = has_tile_work(em, loop.body)
+    if elements and not tile_work:
+        sync(em)
+    em.emit("while (true) {")
+    em.indent += 1
+    if tile_work:
+        em.scalar_synced = False
+    em.emit(f"if (!({em.element_expr(loop.condition)})) break;")
+    em.indent -= 1
+    block(em, loop.body)
+    if tile_work:
+        em.scalar_synced = False
     em.emit("}")
 
 
 def buffer_store(em: EmitContext, s: Any) -> None:
     if s.buffer.data in em.scalars:
-        em.emit(f"{em.scalars[s.buffer.data]} = {em.expr(s.value)};")
+        em.emit(f"{em.scalars[s.buffer.data]} = {em.element_expr(s.value)};")
         return
-    if ((s.buffer.data in em.tiles or s.buffer.data in em.globals_) and all(is_const(i) for i in s.indices)) or (
+    tile_form = ((s.buffer.data in em.tiles or s.buffer.data in em.globals_) and all(is_const(i) for i in s.indices)) or (
         s.buffer.data in em.globals_ and _tile_values_only(em, s.value)
-    ):
+    )
+    if scalar_capable(em, s):
+        # One element, by the scalar unit (a T.serial loop body, a T.alloc_local accumulator,
+        # one element of a 1-row tile's statistics).
+        saved = (list(em.lines), em.prologue, dict(em.hoisted_tiles), em.scalar_synced, em.elements_ok)
+        em.elements_ok = True
+        try:
+            emit_element_store(em, s)
+            return
+        except CodegenError:
+            if not tile_form:
+                raise
+            # The scalar unit lacks an operation (T.rsqrt, T.exp, ...): the tile path below.
+            em.lines, em.prologue, em.hoisted_tiles, em.scalar_synced, _ = saved
+        finally:
+            em.elements_ok = saved[4]
+    if tile_form:
         # One element of a tile: what a T.Parallel over extent-1 axes leaves (tilelang
         # drops such loops), e.g. the per-row statistics of a 1-row tile.
         em.emit("{")
         em.indent += 1
         elementwise(em, s, [], [], s)
+        em.scalar_synced = False
         em.indent -= 1
         em.emit("}")
         return
-    raise em.fail(
-        f"scalar store to {s.buffer.name}",
-        hint="TPU tiles are written a whole tile at a time: use T.copy, T.fill or a T.Parallel loop over the tile",
-    )
+    raise refuse_store(em, s)
 
 
 def _tile_values_only(em: EmitContext, value: Any) -> bool:
@@ -250,12 +342,20 @@ def evaluate(em: EmitContext, s: Any) -> None:
     handler = tile_op_handlers().get(op)
     if op == "tirx.ret":
         return
+    if op in ELEMENT_ATOMICS:
+        emit_element_atomic(em, call)
+        return
+    if op == "tl.tileop.fill" and region(call.args[0])[0].data in em.globals_:
+        emit_fill_elements(em, call)  # T.fill of a global tensor: per element
+        return
     if handler is None:
         name = op.removeprefix("tl.tileop.")
         raise em.fail(f"T.{name}" if op.startswith("tl.tileop.") else f"call to {op}", hint=supported_tile_ops_hint())
     em.emit("{")
     em.indent += 1
+    em.scalar_synced = False  # (a handler that lowers to per-element loops waits itself)
     handler(em, call)
+    em.scalar_synced = False
     em.indent -= 1
     em.emit("}")
 
@@ -278,9 +378,11 @@ def emit_split_grid(em: EmitContext, split: GridSplit) -> None:
     em.emit(f"if ({core} < {extra}) {last} += 1;")
     em.emit(f"for (int {block} = {first}; {block} < {last}; ++{block}) {{")
     innermost = split.loops[-1]
-    if innermost.same_as(em.plan.pipelined_grid):
+    em.scalar_synced = False
+    if innermost.same_as(em.plan.pipelined_grid) and not has_element_access(innermost.body):
         # Blocks are independent: overlap the next block's DMA with this one's compute.
         em.emit("  ppl::enable_pipeline();")
+    mark = (len(em.lines), em.prologue)
     em.indent += 1
     stride = block
     for index, loop in enumerate(reversed(split.loops)):
@@ -293,5 +395,17 @@ def emit_split_grid(em: EmitContext, split: GridSplit) -> None:
         em.emit(f"int {var} = {offset}{position};")
         stride = f"{stride} / ({extent})" if index == 0 else f"({stride}) / ({extent})"
     stmt(em, innermost.body)
+    _unpipeline_per_element(em, *mark)
     em.indent -= 1
     em.emit("}")
+
+
+def _unpipeline_per_element(em: EmitContext, body_start: int, prologue: int) -> None:
+    """Drop the ``ppl::enable_pipeline()`` printed just before ``em.lines[body_start]`` when the
+    loop body turned out to hold per-element code (``ppl::tpu_poll``: ppl-compile cannot
+    pipeline it; a tile op lowered to per-element loops or a ``T.Parallel`` without a vector
+    form decide that only while they are emitted)."""
+    start = body_start + em.prologue - prologue  # hoisted lines went in before the loop
+    pipelined = start > 0 and em.lines[start - 1].strip() == "ppl::enable_pipeline();"
+    if pipelined and any("ppl::tpu_poll();" in line for line in em.lines[start:]):
+        del em.lines[start - 1]

@@ -21,10 +21,24 @@ from tilelang_tpu.codegen.values import Tile
 if TYPE_CHECKING:
     from tilelang_tpu.codegen.context import EmitContext
 
-__all__ = ["emit_atomic_add"]
+__all__ = ["emit_atomic_add", "emit_atomic_max", "emit_atomic_min"]
 
 
 def emit_atomic_add(em: EmitContext, call: Any) -> None:
+    _emit_atomic(em, call, "add", "fadd")
+
+
+def emit_atomic_max(em: EmitContext, call: Any) -> None:
+    """``T.atomic_max(C[...], tile)``: the same read-modify-write with ``tiu::fmax``."""
+    _emit_atomic(em, call, "max", "fmax")
+
+
+def emit_atomic_min(em: EmitContext, call: Any) -> None:
+    """``T.atomic_min(C[...], tile)``: the same read-modify-write with ``tiu::fmin``."""
+    _emit_atomic(em, call, "min", "fmin")
+
+
+def _emit_atomic(em: EmitContext, call: Any, kind: str, tiu_op: str) -> None:
     from tvm import tirx
 
     src, src_min, src_ext = region(call.args[0])
@@ -32,15 +46,15 @@ def emit_atomic_add(em: EmitContext, call: Any) -> None:
     st = em.tiles.get(src.data)
     if st is None or dst.data not in em.globals_:
         raise em.fail(
-            "T.atomic_add whose value is not a local tile or whose destination is not a global tensor",
-            hint="write T.atomic_add(C[by * BM, bx * BN], c_tile) with c_tile a T.alloc_fragment/T.alloc_shared tile",
+            f"T.atomic_{kind} whose value is not a local tile or whose destination is not a global tensor",
+            hint=f"write T.atomic_{kind}(C[by * BM, bx * BN], c_tile) with c_tile a T.alloc_fragment/T.alloc_shared tile",
         )
     if not em.full_local(st, src_min, src_ext):
-        raise em.fail(f"T.atomic_add of part of tile {src.name}", hint="add a whole tile")
+        raise em.fail(f"T.atomic_{kind} of part of tile {src.name}", hint="add a whole tile")
     g = em.globals_[dst.data]
     if st.dtype not in FLOAT_DTYPES or g.dtype != st.dtype:
         raise em.fail(
-            f"T.atomic_add of a {st.dtype} tile into a {g.dtype} tensor",
+            f"T.atomic_{kind} of a {st.dtype} tile into a {g.dtype} tensor",
             hint="accumulate a tile of the destination's dtype (fp32, fp16 or bf16); T.copy the tile to one first",
         )
     # A scratch tile of the source's shape and layout, known to the copy code as a local buffer.
@@ -53,7 +67,7 @@ def emit_atomic_add(em: EmitContext, call: Any) -> None:
     em.emit("{")
     copy_regions(em, dst, dst_min, dst_ext, scratch_buf, zeros, src_ext, zero_fill=False)  # the overhang is never stored
     em.emit("}")
-    em.emit(f"tiu::fadd({name}, {name}, {st.name});")
+    em.emit(f"tiu::{tiu_op}({name}, {name}, {st.name});")
     em.emit("{")
     copy_regions(em, scratch_buf, zeros, src_ext, dst, dst_min, dst_ext)
     em.emit("}")

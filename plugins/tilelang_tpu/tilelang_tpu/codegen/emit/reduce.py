@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tilelang_tpu.codegen.emit.reduce_int import INT_REDUCE_DTYPES, emit_int_reduce
+from tilelang_tpu.codegen.emit.serial_ops import BIT_REDUCTIONS, emit_bit_reduce
 from tilelang_tpu.codegen.emit.transpose import emit_lane_transpose
 from tilelang_tpu.codegen.ir import float_imm, region
 from tilelang_tpu.codegen.layout import DTYPES, FLOAT_DTYPES, REDUCE_ALIGN
@@ -40,6 +41,9 @@ def emit_reduce(em: EmitContext, call: Any) -> None:
     kind = str(call.args[2].value) if hasattr(call.args[2], "value") else str(call.args[2])
     dim = int(call.args[3])
     clear = bool(int(call.args[4]))
+    if kind in BIT_REDUCTIONS:
+        emit_bit_reduce(em, call)
+        return
     if kind not in _REDUCE:
         raise em.fail(f"T.reduce_{kind}", hint=f"supported reductions: {', '.join('reduce_' + k for k in _REDUCE)}")
     st = em.tiles.get(src.data)
