@@ -33,8 +33,9 @@ from tilelang_tpu.codegen_ir import (
     stmt_text,
 )
 from tilelang_tpu.codegen_layout import DTYPES, REDUCE_ALIGN, dim4, offset4, to4
+from tilelang_tpu.codegen_masked_gemm import emit_masked_gemm, masked_gemm
 from tilelang_tpu.codegen_multicore import GridSplit, emit_split_grid, grid_split
-from tilelang_tpu.codegen_plan import KernelPlan, overwriting_gemm, plan_kernel
+from tilelang_tpu.codegen_plan import KernelPlan, clearing_reduce, overwriting_gemm, plan_kernel
 from tilelang_tpu.codegen_scalar import ScalarPrinter, Unsupported
 
 __all__ = ["CodegenError", "Emitter", "Tile"]
@@ -59,6 +60,7 @@ class Emitter:
     cores: int = 1  # cores the target asks for (tpu:cores=N)
     split: GridSplit = field(default_factory=GridSplit)  # how the grid runs on them (codegen_multicore)
     overwriting: Any = None  # the T.gemm call whose zero fill was dropped (it overwrites its accumulator)
+    clearing: Any = None  # the T.reduce call whose identity fill was dropped (it reduces with clear=True)
     prologue: int = 0  # where in ``lines`` hoisted code goes: the kernel body's start, before every loop
     hoisted_tiles: dict[Any, str] = field(default_factory=dict)  # key -> tile built once in the prologue
 
@@ -236,13 +238,26 @@ class Emitter:
 
         if isinstance(s, tirx.SeqStmt):
             children = list(s.seq)
+            done: set[int] = set()
             for index, child in enumerate(children):
-                if self._aliased_copy(child):
+                if index in done or self._aliased_copy(child):
+                    continue
+                masked = masked_gemm(child, children[index + 1]) if index + 1 < len(children) else None
+                if masked is not None:
+                    emit_masked_gemm(self, child, children[index + 1], *masked)
+                    done.add(index + 1)
                     continue
                 gemm = overwriting_gemm(child, children[index + 1]) if index + 1 < len(children) else None
                 if gemm is not None:
                     # T.clear(c); T.gemm(a, b, c): no fill, the GEMM overwrites c.
                     self.overwriting = gemm
+                    continue
+                # A staging copy that became an alias emits nothing: the reduction after it is next.
+                following = [c for c in children[index + 1 :] if not self._aliased_copy(c)]
+                reduce = clearing_reduce(child, following[0]) if following else None
+                if reduce is not None:
+                    # T.fill(m, -inf); T.reduce_max(x, m, clear=False): no fill, the reduction clears m.
+                    self.clearing = reduce
                     continue
                 self.stmt(child)
             return

@@ -8,7 +8,8 @@
 * which grid loop, if any, can be software-pipelined.
 
 The plan is computed once from the device PrimFunc and only read afterwards.
-:func:`overwriting_gemm` is the one local (two-statement) decision, made while emitting.
+:func:`overwriting_gemm` and :func:`clearing_reduce` are the local (two-statement) decisions,
+made while emitting.
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ from typing import Any
 
 from tilelang_tpu.codegen_ir import op_name, pipelinable_grid_loop, region, tile_call, whole
 
-__all__ = ["KernelPlan", "overwriting_gemm", "plan_kernel"]
+__all__ = ["KernelPlan", "clearing_reduce", "overwriting_gemm", "plan_kernel"]
+
+#: Reduce kind -> the fill values a ``clear=False`` reduction leaves unchanged (its identities).
+_REDUCE_IDENTITIES = {"max": (-math.inf,), "min": (math.inf,), "sum": (0.0,), "abssum": (0.0,), "absmax": (0.0, -math.inf)}
 
 
 @dataclass
@@ -79,6 +83,37 @@ def overwriting_gemm(first: Any, second: Any) -> Any:
         and not b.data.same_as(buf.data)
     ):
         return gemm
+    return None
+
+
+def clearing_reduce(first: Any, second: Any) -> Any:
+    """The ``T.reduce_*`` call of ``second`` when ``first`` is a fill that it makes redundant, else None.
+
+    ``T.fill(m, -inf); T.reduce_max(x, m, clear=False)`` (flash attention's running max) is
+    ``T.reduce_max(x, m)``: the fill writes the reduction's identity into every element of
+    ``m``, so combining the row results with it changes nothing.  The reduction is then
+    emitted with ``clear=True`` -- one ``quick_pooling`` straight into ``m`` -- and the fill
+    (and the combining ``fmax``) are dropped.  Only when the fill covers the whole destination
+    tile, its value is exactly an identity of the reduction (-inf for max, +inf for min, +0
+    for sum; 0 or -inf for absmax), and the destination is not the reduced tile.
+    """
+    from tvm import tirx
+
+    fill, reduce = tile_call(first, "tl.tileop.fill"), tile_call(second, "tl.tileop.reduce")
+    if fill is None or reduce is None or bool(int(reduce.args[4])):
+        return None
+    kind = str(reduce.args[2].value) if hasattr(reduce.args[2], "value") else str(reduce.args[2])
+    value = fill.args[1]
+    if not isinstance(value, (tirx.IntImm, tirx.FloatImm)):
+        return None
+    number = float(value.value)
+    identities = _REDUCE_IDENTITIES.get(kind, ())
+    if not any(number == v and math.copysign(1.0, number) == math.copysign(1.0, v) for v in identities):
+        return None
+    buf, mins, ext = region(fill.args[0])
+    src, (dst, dmin, dext) = region(reduce.args[0])[0], region(reduce.args[1])
+    if whole(buf, mins, ext) and dst.data.same_as(buf.data) and whole(dst, dmin, dext) and not src.data.same_as(buf.data):
+        return reduce
     return None
 
 
