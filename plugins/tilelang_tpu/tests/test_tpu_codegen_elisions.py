@@ -1,9 +1,9 @@
 """Instructions the code generator leaves out, and the results that must not change because of it:
 
-* the causal mask of flash attention only in the key blocks it can touch (``codegen_masked_gemm``):
+* the causal mask of flash attention only in the key blocks it can touch (``codegen.masked_gemm``):
   run on the emulator against torch with blocks that are unmasked, partially masked (64 x 128,
   128 x 64, 64 x 64 blocks) and fully masked (the loop over every key block, mask still applied);
-* the identity fill before ``T.reduce_*(clear=False)`` (``codegen_plan.clearing_reduce``), and
+* the identity fill before ``T.reduce_*(clear=False)`` (``codegen.plan.clearing_reduce``), and
   the fill kept where it is not the reduction's identity.
 """
 

@@ -12,7 +12,7 @@ GEMM could simply overwrite ``acc_s``.  :func:`masked_gemm` recognises the pair 
 followed by an accumulating ``T.gemm`` into that tile, which is not one of its operands) and
 returns the scalar condition under which every element keeps the zero -- the minimum of the
 comparison over the ``T.Parallel`` box (range analysis, ``tvm.arith``), an expression of the
-block and loop indices only.  The emitter then prints::
+block and loop indices only.  The walker (``walk.masked_gemm``) then prints::
 
     if (<all kept>) { <the GEMM, overwriting> } else { <the mask>; <the GEMM, accumulating> }
 
@@ -24,14 +24,11 @@ overwriting.  A PPL programmer writes the same branch (``benchmarks/tpu_ppl/flas
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from tilelang_tpu.codegen_ir import region, tile_call, whole
+from tilelang_tpu.codegen.ir import region, tile_call, whole
 
-if TYPE_CHECKING:
-    from tilelang_tpu.codegen_emit import Emitter
-
-__all__ = ["emit_masked_gemm", "masked_gemm"]
+__all__ = ["masked_gemm"]
 
 
 def _is_plus_zero(value: Any) -> bool:
@@ -110,31 +107,3 @@ def masked_gemm(first: Any, second: Any) -> tuple[Any, Any] | None:
     if any(v.same_as(var) for v in used for var, _ in loops):
         return None
     return gemm, tirx.GE(lowest, tirx.IntImm(str(diff.dtype), least))
-
-
-def emit_masked_gemm(em: Emitter, mask: Any, gemm_stmt: Any, gemm: Any, all_kept: Any) -> None:
-    """The mask and the GEMM after it, the mask only where it can change something; the loop
-    bounds (``em.analyzer``) decide statically when they can."""
-    from tvm import tirx
-
-    def overwriting() -> None:
-        em.overwriting = gemm
-        try:
-            em.stmt(gemm_stmt)
-        finally:
-            em.overwriting = None
-
-    if em.analyzer.can_prove(all_kept):
-        overwriting()
-    elif em.analyzer.can_prove(tirx.Not(all_kept)):
-        em.stmt(mask)
-        em.stmt(gemm_stmt)
-    else:
-        em.emit(f"if ({em.expr(all_kept)}) {{  // the mask keeps every element: the GEMM overwrites")
-        em.indent += 1
-        overwriting()
-        em.indent -= 1
-        em.emit("} else {")
-        em.block(mask)
-        em.block(gemm_stmt)
-        em.emit("}")
