@@ -3,6 +3,7 @@
 * the causal mask of flash attention only in the key blocks it can touch (``codegen.masked_gemm``):
   run on the emulator against torch with blocks that are unmasked, partially masked (64 x 128,
   128 x 64, 64 x 64 blocks) and fully masked (the loop over every key block, mask still applied);
+* the zero fill before a K loop whose first GEMM overwrites (``codegen.plan.first_step_gemm``);
 * the identity fill before ``T.reduce_*(clear=False)`` (``codegen.plan.clearing_reduce``), and
   the fill kept where it is not the reduction's identity.
 """
@@ -149,3 +150,45 @@ def test_fill_before_a_reduction(kind: str, fill: float, dropped: bool, M: int, 
     expected = torch.maximum(x.amax(1), torch.tensor(fill)) if kind == "max" else x.sum(1) + fill
     torch.testing.assert_close(y, expected, rtol=1e-5, atol=1e-5)
     assert torch.equal(x, x0)
+
+
+def halving_matmul(M: int, N: int, K: int, BK: int, halve_first: bool) -> Any:
+    """C = sum over K steps of (C / 2 + A_k B_k) when ``halve_first``, else the plain GEMM; the
+    clear before the K loop may be dropped only in the plain one (the halving reads C first)."""
+
+    @T.prim_func
+    def matmul(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=1) as _bx:
+            a = T.alloc_shared((M, BK), "float16")
+            b = T.alloc_shared((BK, N), "float16")
+            c = T.alloc_fragment((M, N), "float32")
+            T.clear(c)
+            # num_stages=1 when halving: with ppl::enable_pipeline() the in-place halving of the
+            # accumulator before the GEMM gives wrong results on the emulator (reported, issue 20).
+            for k in T.Pipelined(K // BK, num_stages=1 if halve_first else 2):
+                if halve_first:
+                    for i, j in T.Parallel(M, N):
+                        c[i, j] = c[i, j] * 0.5
+                T.copy(A[0, k * BK], a)
+                T.copy(B[k * BK, 0], b)
+                T.gemm(a, b, c)
+            T.copy(c, C[0, 0])
+
+    return matmul
+
+
+@pytest.mark.parametrize(("K", "halve_first"), [(64, False), (192, False), (192, True)])
+def test_clear_before_the_k_loop(K: int, halve_first: bool) -> None:
+    M, N, BK = 64, 128, 64
+    kernel = tilelang.compile(halving_matmul(M, N, K, BK, halve_first), target="tpu", out_idx=[2])
+    src = kernel.get_kernel_source()
+    assert ("tiu::fill(c," in src) is halve_first
+    assert bool(re.search(r"tiu::fmm2_nn\(c, a, b, \(k\w* != 0\)\);", src)) is not halve_first
+    a, b = torch.randn(M, K).half(), torch.randn(K, N).half()
+    a0, b0 = a.clone(), b.clone()
+    expected = torch.zeros(M, N)
+    for step in range(K // BK):
+        part = a[:, step * BK : (step + 1) * BK].float() @ b[step * BK : (step + 1) * BK].float()
+        expected = (expected * 0.5 if halve_first else expected) + part
+    torch.testing.assert_close(kernel(a, b), expected, rtol=1e-3, atol=1e-3)
+    assert torch.equal(a, a0) and torch.equal(b, b0)

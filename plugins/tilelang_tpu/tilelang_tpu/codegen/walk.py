@@ -18,7 +18,7 @@ from tilelang_tpu.codegen.entry import declare_globals
 from tilelang_tpu.codegen.ir import is_const, is_zero, min_extent_range, op_name, stmt_text
 from tilelang_tpu.codegen.layout import DTYPES, REDUCE_ALIGN, WORD_PAIR_DTYPES, storage_dims, storage_type, to4
 from tilelang_tpu.codegen.masked_gemm import masked_gemm
-from tilelang_tpu.codegen.plan import GridSplit, clearing_reduce, grid_split, overwriting_gemm, plan_kernel
+from tilelang_tpu.codegen.plan import GridSplit, clearing_reduce, first_step_gemm, grid_split, overwriting_gemm, plan_kernel
 from tilelang_tpu.codegen.table import supported_tile_ops_hint, tile_op_handlers
 from tilelang_tpu.codegen.values import LOCAL_SCOPES, CodegenError, Tile
 
@@ -61,6 +61,11 @@ def stmt(em: EmitContext, s: Any) -> None:
             if gemm is not None:
                 # T.clear(c); T.gemm(a, b, c): no fill, the GEMM overwrites c.
                 em.overwriting = gemm
+                continue
+            stepped = first_step_gemm(child, children[index + 1]) if index + 1 < len(children) else None
+            if stepped is not None:
+                # T.clear(c); for k ...: T.gemm(a, b, c): no fill, the first K step overwrites c.
+                em.first_step = stepped
                 continue
             # A staging copy that became an alias emits nothing: the reduction after it is next.
             following = [c for c in children[index + 1 :] if not _aliased_copy(em, c)]
