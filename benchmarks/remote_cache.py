@@ -184,7 +184,7 @@ def machine_env(target: str, cache: Path, url: str | None) -> dict[str, str]:
     if target == "tpu" and "TILELANG_TPU_TOOLCHAIN_DIR" not in env:
         # The installed SophGo toolchain stays where `tilelang-tpu toolchain install` put it;
         # everything else the backend builds goes to the machine's own tilecore cache.
-        from tilecore.paths import cache_root
+        from tilecore.kit.paths import cache_root
 
         env["TILELANG_TPU_TOOLCHAIN_DIR"] = str(cache_root() / "tpu" / "toolchain")
     if url:

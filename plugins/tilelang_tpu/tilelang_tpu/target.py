@@ -27,7 +27,7 @@ from pathlib import Path
 
 from tilecore import Availability, TargetOption, TargetOptionError, TargetSpec
 from tilelang_tpu import __version__
-from tilelang_tpu.chips import (
+from tilelang_tpu.chips import (  # re-exported (__all__): other modules read the chips' names from here too
     CHIP_CORES,
     CHIPS,
     DEFAULT_CHIP,
@@ -65,6 +65,7 @@ __all__ = [
 
 MODES = ("pcie", "cmodel")
 MODE_ENV = "TILELANG_TPU_MODE"
+
 
 #: Device nodes of SophGo's PCIe driver (BM1684X: bm-sophon<N>; BM1690/tpuv7: bmdev-ctl).
 _CARD_NODES = ("/dev/bm-sophon*", "/dev/bmdev-ctl")
