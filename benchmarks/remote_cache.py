@@ -174,7 +174,8 @@ def worker(target: str, count: int) -> None:
 # ------------------------------------------------------------------------------------------
 
 
-def run_machine(target: str, count: int, cache: Path, url: str | None, kill_after: int | None = None, server: Any = None) -> dict[str, Any]:
+def machine_env(target: str, cache: Path, url: str | None) -> dict[str, str]:
+    """The environment of one "machine": its own tilelang/tilecore caches and temp dir under ``cache``."""
     env = dict(os.environ)
     for name in list(env):
         if name.startswith("TILECORE_REMOTE_CACHE"):
@@ -189,6 +190,11 @@ def run_machine(target: str, count: int, cache: Path, url: str | None, kill_afte
     if url:
         env["TILECORE_REMOTE_CACHE"] = url
     (cache / "tmp").mkdir(parents=True, exist_ok=True)
+    return env
+
+
+def run_machine(target: str, count: int, cache: Path, url: str | None, kill_after: int | None = None, server: Any = None) -> dict[str, Any]:
+    env = machine_env(target, cache, url)
     proc = subprocess.Popen(
         [sys.executable, __file__, "--worker", target, "--configs", str(count)],
         env=env,

@@ -16,9 +16,16 @@ temporary directory that is removed afterwards.
 
 The emulator exposes no cycle or instruction counters through the runtime API
 the backend uses (libtpuv7_rt); its binary has a statistics mode
-(CMODEL_ENABLE_STAS_GEN) that produced no output in this set-up, so wall time is
-the only measure here.  Wall time on the emulator is not device time: it
-includes the transfers and the emulator's own overheads on the host CPU.
+(CMODEL_ENABLE_STAS_GEN) that produced no output in this set-up.  So the steady
+measure printed first is the instruction count: ``benchmarks/ppl_count.py`` walks
+each source's loops and conditions with their real values and counts every PPL
+instruction call (tiu::*, dma::*, quick_pooling, fexp, ...), for the generated
+kernel and its twin.  Per tile iteration (one execution of the innermost loop:
+a tile, or a key block of flash attention): the instructions in the innermost
+loop, and all instructions of the kernel divided by the tile iterations
+(prologue and per-block work included), then the kinds whose counts differ.
+``--counts-only`` skips the launches.  Wall time on the emulator is not device
+time: it includes the transfers and the emulator's own overheads on the host CPU.
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import ppl_count
 
 ROOT = Path(__file__).resolve().parent
 PPL_DIR = ROOT / "tpu_ppl"
@@ -156,12 +165,30 @@ def _causal_attention(q: Any, k: Any, v: Any) -> Any:
     return _attention(q, k, v, is_causal=True)
 
 
+def _print_counts(counts: list[tuple[str, ppl_count.Count, ppl_count.Count]]) -> None:
+    print("\nPPL instructions per tile iteration (benchmarks/ppl_count.py), generated / hand-written")
+    print(
+        "| kernel | tile iterations | innermost loop: generated | hand-written | ratio | whole kernel / tiles: generated | hand-written | ratio | kinds that differ (whole kernel, generated vs hand-written) |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    for name, gen, hand in counts:
+        tiles = ppl_count.tile_iterations(hand)
+        if ppl_count.tile_iterations(gen) != tiles:
+            raise SystemExit(f"{name}: the generated kernel runs {ppl_count.tile_iterations(gen)} tile iterations, its twin {tiles}")
+        gi, hi = sum(ppl_count.innermost(gen).values()) / tiles, sum(ppl_count.innermost(hand).values()) / tiles
+        gt, ht = sum(gen.calls.values()) / tiles, sum(hand.calls.values()) / tiles
+        kinds = sorted(set(gen.calls) | set(hand.calls))
+        diff = ", ".join(f"{k} {gen.calls[k] / tiles:.2f} vs {hand.calls[k] / tiles:.2f}" for k in kinds if gen.calls[k] != hand.calls[k])
+        print(f"| {name} | {tiles} | {gi:.2f} | {hi:.2f} | {gi / hi:.2f} | {gt:.2f} | {ht:.2f} | {gt / ht:.2f} | {diff or 'none'} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9, help="timed launches of each kernel (after one warm-up)")
     parser.add_argument("--chip", default="bm1690", choices=["bm1690", "bm1684x"])
     parser.add_argument("--show-source", action="store_true", help="print the generated PPL of each kernel")
     parser.add_argument("--kernels", nargs="*", help="run only these kernels (default: all)")
+    parser.add_argument("--counts-only", action="store_true", help="print the instruction counts; launch nothing")
     args = parser.parse_args()
 
     from tilelang_tpu import setup
@@ -193,6 +220,7 @@ def _run(args: argparse.Namespace) -> None:
     tpu_target = {"kind": "tpu", "chip": args.chip, "cores": "1"}
     target = tilecore.resolve_target(tpu_target)
     rows = []
+    counts: list[tuple[str, ppl_count.Count, ppl_count.Count]] = []
     for name, func in _kernels(T).items():
         if args.kernels and name not in args.kernels:
             continue
@@ -200,6 +228,9 @@ def _run(args: argparse.Namespace) -> None:
         generated = tilelang.compile(func, target=tpu_target, out_idx=[-1])
         if args.show_source:
             print(f"---- generated PPL: {name}\n{generated.get_kernel_source()}")
+        counts.append((name, ppl_count.count(generated.get_kernel_source()), ppl_count.count((PPL_DIR / f"{name}.pl").read_text())))
+        if args.counts_only:
+            continue
         params = generated.adapter.kernel.params  # same signature for the twin
         hand_kernel = CompiledKernel(
             name=name, source=(PPL_DIR / f"{name}.pl").read_text(), params=params, out_idx=(len(params) - 1,), target=target
@@ -223,6 +254,9 @@ def _run(args: argparse.Namespace) -> None:
         paired = statistics.median(g / h for g, h in zip(gen, hand, strict=True))
         rows.append((name, statistics.median(gen), statistics.median(hand), paired, min(gen) / min(hand)))
 
+    _print_counts(counts)
+    if args.counts_only:
+        return
     # On a shared machine the load changes faster than a kernel pair runs but slower than one
     # launch: the ratio within each back-to-back pair, then its median, cancels most of it; the
     # ratio of the fastest runs (noise is mostly added delay) is a second estimate.

@@ -169,7 +169,8 @@ class ArtifactStore:
             sha, size = file_digest(output), output.stat().st_size
             record = {"version": RECORD_VERSION, "file": filename, "size": size, "sha256": sha, "details": details}
             (staging / RECORD).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-            _fsync(output)
+            # No fsync: every lookup checks size and SHA-256, so what a crash could leave is rebuilt,
+            # never loaded; the fsync was most of adopting a cache hit's library on a busy disk.
             shutil.rmtree(entry, ignore_errors=True)  # a damaged or unrecorded entry (we hold the lock)
             os.rename(staging, entry)
         seconds = time.perf_counter() - started
@@ -201,14 +202,6 @@ class ArtifactStore:
         logger.warning("%s differs from the verified artifact %s: replacing it", copy, artifact.path)
         atomic_write(copy, artifact.path.read_bytes())
         return True
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 __all__ = ["RECORD", "Artifact", "ArtifactError", "ArtifactStore", "KernelFaultError", "file_digest"]

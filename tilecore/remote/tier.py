@@ -4,7 +4,6 @@ one warning per process when the store fails, counters and store maintenance."""
 from __future__ import annotations
 
 import atexit
-import contextlib
 import errno
 import logging
 import os
@@ -341,22 +340,20 @@ def _read_entry(entry_dir: Path, limit: int) -> dict[str, bytes] | None:
 def _install(files: Mapping[str, bytes], entry_dir: Path, staging_root: Path) -> None:
     """Write ``files`` into a private staging dir and rename it to ``entry_dir`` in one step.
 
-    If another process installed ``entry_dir`` first, theirs stays and ours is dropped."""
+    If another process installed ``entry_dir`` first, theirs stays and ours is dropped.
+
+    No ``fsync``: the rename makes the entry appear whole to every other process, and what a
+    crash could leave behind (a file cut short or empty) is refused on load -- tilelang checks
+    every file of an entry against its manifest (sizes; SHA-256 of the library and params) and
+    a backend's adapter checks its library again (``tilecore.artifacts``) -- so it is a miss,
+    never a wrong kernel.  The fsyncs were 26-44 ms of a ~75 ms remote hit on a loaded disk
+    (docs/benchmarks/cache.md, "what a hit costs")."""
     staging_root.mkdir(parents=True, exist_ok=True)
     staging = staging_root / f"{entry_dir.name}_remote_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     staging.mkdir(mode=0o700)
     try:
         for name, data in files.items():
-            with open(staging / name, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-        with contextlib.suppress(OSError):
-            fd = os.open(staging, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            (staging / name).write_bytes(data)
         entry_dir.parent.mkdir(parents=True, exist_ok=True)
         try:
             os.rename(staging, entry_dir)

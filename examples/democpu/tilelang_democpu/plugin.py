@@ -48,7 +48,8 @@ def tilecore_create_adapter(target: ResolvedTarget, kernel: CompiledKernel) -> K
     toolchain = tilecore.require_toolchain(target)
     compiler = toolchain.location
     # Reused only when it matches the checksum recorded at build time (else rebuilt, once).
-    artifact = runtime.obtain(kernel, compiler)
+    copy = Path(kernel.library_path) if kernel.library_path is not None else None
+    artifact = runtime.obtain(kernel, compiler, verified_copy=copy)
     if kernel.library_path is not None:
         # A tilelang disk-cache hit: tilelang's copy of the library is never loaded itself;
         # it is repaired if it differs from the verified one.

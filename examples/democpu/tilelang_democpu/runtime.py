@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import re
+import shutil
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,18 +35,28 @@ def entry_symbol(kernel: CompiledKernel) -> str:
 STORE = ArtifactStore("democpu", "kernels")
 
 
-def obtain(kernel: CompiledKernel, compiler: str) -> Artifact:
+def obtain(kernel: CompiledKernel, compiler: str, verified_copy: Path | None = None) -> Artifact:
     """The kernel's shared library, keyed by source, flags, compiler and plugin version.
 
     Reused only when its SHA-256 matches the one recorded when it was built
     (a truncated or zero-filled file is rebuilt, never loaded); built once
     under a lock when several processes ask at the same time.
+
+    ``verified_copy``: a copy of this very library that its holder has checked against a
+    content hash -- tilelang's disk-cache entry, checked against its manifest before the
+    adapter is created (a remote-cache entry is verified before it is installed there), and
+    keyed by the toolchain's fingerprint.  When the store has no intact entry it is adopted
+    instead of running the compiler: a kernel served by a cache never pays the C++ build
+    (on a remote hit that build was the whole cost, seconds; docs/benchmarks/cache.md).
     """
     flags = [f"-{kernel.target['opt']}", "-std=c++17", "-fPIC", "-shared", f"-I{template_include_dir()}"]
     key = hashlib.sha256("\0".join([kernel.source, *flags, compiler, __version__]).encode()).hexdigest()[:32]
     where = f"kernel {kernel.name!r} for target {kernel.target} ({kernel.target.owner})"
 
     def compile_into(staging: Path) -> None:
+        if verified_copy is not None and verified_copy.is_file() and verified_copy.stat().st_size > 0:
+            shutil.copyfile(verified_copy, staging / f"lib{key}.so")
+            return
         source = staging / "kernel.cc"
         source.write_text(kernel.source)
         command = [compiler, *flags, str(source), "-o", str(staging / f"lib{key}.so")]

@@ -43,6 +43,26 @@ def test_mode_is_cmodel_without_a_card_and_env_and_option_override(monkeypatch: 
         tilecore.resolve_target("tpu")
 
 
+def test_the_card_probe_runs_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Resolving ``tpu`` chooses the mode default several times per compile, cache hits included:
+    the card probe (find_library: ldconfig/gcc/ld subprocesses) must not run again after the first."""
+    tilecore.resolve_target("tpu")
+    spawned: list[object] = []
+    real_init = subprocess.Popen.__init__
+
+    def recording_init(self: subprocess.Popen[bytes], args: object, *rest: object, **kw: object) -> None:
+        spawned.append(args)
+        real_init(self, args, *rest, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", recording_init)
+    for form in ("tpu", "tpu:bm1690", {"kind": "tpu", "cores": "2"}):
+        assert tilecore.resolve_target(form)["mode"] in target.MODES
+    assert spawned == []
+    assert target.card_runtime() is target.card_runtime()
+    monkeypatch.setenv(target.MODE_ENV, "pcie")  # the variable is still read on every resolution
+    assert tilecore.resolve_target("tpu")["mode"] == "pcie"
+
+
 def test_probe_explains_pcie_is_not_built(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(target.MODE_ENV, "pcie")
     availability = target.probe()

@@ -19,6 +19,7 @@ an explicit ``mode=`` option overrides both.
 from __future__ import annotations
 
 import ctypes.util
+import functools
 import glob
 import os
 from collections.abc import Mapping
@@ -74,9 +75,17 @@ _CARD_RUNTIMES = (
 )
 
 
-def card_runtime() -> tuple[list[str], str | None]:
-    """(device nodes found, path or soname of a SophGo host runtime library found)."""
-    nodes = sorted(n for pattern in _CARD_NODES for n in glob.glob(pattern))
+@functools.cache
+def card_runtime() -> tuple[tuple[str, ...], str | None]:
+    """(device nodes found, path or soname of a SophGo host runtime library found).
+
+    Probed once per process (``card_runtime.cache_clear()`` to probe again): the library search
+    (``ctypes.util.find_library``) runs ``ldconfig``/``gcc``/``ld`` subprocesses, ~28 ms a call,
+    and the mode default is chosen on every target resolution -- several times per compile, a
+    cache hit's included (docs/benchmarks/cache.md, "what a hit costs").  A card or a runtime
+    installed while the process runs is seen by the next process.
+    """
+    nodes = tuple(sorted(n for pattern in _CARD_NODES for n in glob.glob(pattern)))
     library = next((p for p in _CARD_RUNTIMES if Path(p).is_file()), None)
     if library is None:
         library = ctypes.util.find_library("bmlib") or ctypes.util.find_library("tpuv7_rt")

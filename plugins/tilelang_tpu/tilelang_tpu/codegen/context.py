@@ -42,6 +42,8 @@ class EmitContext:
     cores: int = 1  # cores the target asks for (tpu:cores=N)
     split: GridSplit = field(default_factory=GridSplit)  # how the grid runs on them (plan.grid_split)
     overwriting: Any = None  # the T.gemm call whose zero fill was dropped (it overwrites its accumulator)
+    clearing: Any = None  # the T.reduce call whose identity fill was dropped (it reduces with clear=True)
+    first_step: Any = None  # (T.gemm call, its loop): the zero fill before the loop was dropped
     prologue: int = 0  # where in ``lines`` hoisted code goes: the kernel body's start, before every loop
     hoisted_tiles: dict[Any, str] = field(default_factory=dict)  # key -> tile built once in the prologue
     # Per-element code (codegen.emit.elements): whether the DMA/TIU instructions issued so far have

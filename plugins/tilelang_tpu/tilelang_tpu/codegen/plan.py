@@ -9,7 +9,8 @@
 * which grid loops are split over the TPU cores (:func:`grid_split`, ``tpu:cores=N``).
 
 The plan is computed once from the device PrimFunc and only read afterwards.
-:func:`overwriting_gemm` is the one local (two-statement) decision, made while emitting.
+:func:`overwriting_gemm` and :func:`clearing_reduce` are the local (two-statement) decisions,
+made while emitting.
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ from typing import Any
 from tilelang_tpu.codegen.ir import is_ret, op_name, pipelinable_grid_loop, region, tile_call, whole
 from tilelang_tpu.grid import is_marked_grid_loop
 
-__all__ = ["GridSplit", "KernelPlan", "grid_loops", "grid_split", "overwriting_gemm", "plan_kernel"]
+__all__ = ["GridSplit", "KernelPlan", "clearing_reduce", "first_step_gemm", "grid_loops", "grid_split", "overwriting_gemm", "plan_kernel"]
+
+#: Reduce kind -> the fill values a ``clear=False`` reduction leaves unchanged (its identities).
+_REDUCE_IDENTITIES = {"max": (-math.inf,), "min": (math.inf,), "sum": (0.0,), "abssum": (0.0,), "absmax": (0.0, -math.inf)}
 
 
 @dataclass
@@ -81,6 +85,84 @@ def overwriting_gemm(first: Any, second: Any) -> Any:
         and not b.data.same_as(buf.data)
     ):
         return gemm
+    return None
+
+
+def first_step_gemm(first: Any, second: Any) -> tuple[Any, Any] | None:
+    """(the ``T.gemm`` call, its loop) when ``first`` is a zero fill of a tile that the loop
+    ``second`` first writes with that GEMM, else None.
+
+    ``T.clear(c); for k in T.Pipelined(K // BK): ...; T.gemm(a, b, c)`` -- every GEMM kernel's K
+    loop: the fill is dropped and the GEMM accumulates from the second step on
+    (``accumulate = (k != k0)``), as a PPL programmer writes it (``benchmarks/tpu_ppl/matmul.pl``:
+    ``tiu::fmm2_nn(c, a, b, k > 0)``).  Only when the loop runs at least once (constant extent),
+    the GEMM is a statement of the loop body itself (not under a condition) that
+    :func:`overwriting_gemm` would take after the fill, and no statement of the body before it
+    touches ``c``: then the first step overwrites exactly the +0 the fill wrote.
+    """
+    from tvm import tirx
+
+    if not isinstance(second, tirx.For) or second.kind not in (tirx.ForKind.SERIAL, tirx.ForKind.UNROLLED):
+        return None
+    if not isinstance(second.extent, tirx.IntImm) or int(second.extent) < 1:
+        return None
+    body = list(second.body.seq) if isinstance(second.body, tirx.SeqStmt) else [second.body]
+    fill = tile_call(first, "tl.tileop.fill")
+    if fill is None:
+        return None
+    data = region(fill.args[0])[0].data
+    for stmt in body:
+        gemm = overwriting_gemm(first, stmt)
+        if gemm is not None:
+            return gemm, second
+        if _touches(stmt, data):
+            return None
+    return None
+
+
+def _touches(stmt: Any, data: Any) -> bool:
+    """Whether ``stmt`` reads or writes the buffer whose data variable is ``data``."""
+    from tvm import tirx
+
+    found: list[Any] = []
+
+    def visit(node: Any) -> None:
+        buffer_access = isinstance(node, (tirx.BufferLoad, tirx.BufferStore)) and node.buffer.data.same_as(data)
+        if buffer_access or (isinstance(node, tirx.Var) and node.same_as(data)):
+            found.append(node)
+
+    tirx.stmt_functor.post_order_visit(stmt, visit)
+    return bool(found)
+
+
+def clearing_reduce(first: Any, second: Any) -> Any:
+    """The ``T.reduce_*`` call of ``second`` when ``first`` is a fill that it makes redundant, else None.
+
+    ``T.fill(m, -inf); T.reduce_max(x, m, clear=False)`` (flash attention's running max) is
+    ``T.reduce_max(x, m)``: the fill writes the reduction's identity into every element of
+    ``m``, so combining the row results with it changes nothing.  The reduction is then
+    emitted with ``clear=True`` -- one ``quick_pooling`` straight into ``m`` -- and the fill
+    (and the combining ``fmax``) are dropped.  Only when the fill covers the whole destination
+    tile, its value is exactly an identity of the reduction (-inf for max, +inf for min, +0
+    for sum; 0 or -inf for absmax), and the destination is not the reduced tile.
+    """
+    from tvm import tirx
+
+    fill, reduce = tile_call(first, "tl.tileop.fill"), tile_call(second, "tl.tileop.reduce")
+    if fill is None or reduce is None or bool(int(reduce.args[4])):
+        return None
+    kind = str(reduce.args[2].value) if hasattr(reduce.args[2], "value") else str(reduce.args[2])
+    value = fill.args[1]
+    if not isinstance(value, (tirx.IntImm, tirx.FloatImm)):
+        return None
+    number = float(value.value)
+    identities = _REDUCE_IDENTITIES.get(kind, ())
+    if not any(number == v and math.copysign(1.0, number) == math.copysign(1.0, v) for v in identities):
+        return None
+    buf, mins, ext = region(fill.args[0])
+    src, (dst, dmin, dext) = region(reduce.args[0])[0], region(reduce.args[1])
+    if whole(buf, mins, ext) and dst.data.same_as(buf.data) and whole(dst, dmin, dext) and not src.data.same_as(buf.data):
+        return reduce
     return None
 
 

@@ -32,7 +32,8 @@ from tilelang_tpu.codegen.emit.serial_ops import emit_fill_elements, per_element
 from tilelang_tpu.codegen.entry import declare_globals
 from tilelang_tpu.codegen.ir import is_const, is_zero, min_extent_range, op_name, region, stmt_text
 from tilelang_tpu.codegen.layout import DTYPES, REDUCE_ALIGN, WORD_PAIR_DTYPES, storage_dims, storage_type, to4
-from tilelang_tpu.codegen.plan import GridSplit, grid_split, overwriting_gemm, plan_kernel
+from tilelang_tpu.codegen.masked_gemm import masked_gemm
+from tilelang_tpu.codegen.plan import GridSplit, clearing_reduce, first_step_gemm, grid_split, overwriting_gemm, plan_kernel
 from tilelang_tpu.codegen.table import supported_tile_ops_hint, tile_op_handlers
 from tilelang_tpu.codegen.values import LOCAL_SCOPES, CodegenError, Tile
 
@@ -67,13 +68,31 @@ def stmt(em: EmitContext, s: Any) -> None:
 
     if isinstance(s, tirx.SeqStmt):
         children = list(s.seq)
+        done: set[int] = set()
         for index, child in enumerate(children):
-            if _aliased_copy(em, child):
+            if index in done or _aliased_copy(em, child):
+                continue
+            masked = masked_gemm(child, children[index + 1]) if index + 1 < len(children) else None
+            if masked is not None:
+                _masked_gemm(em, child, children[index + 1], *masked)
+                done.add(index + 1)
                 continue
             gemm = overwriting_gemm(child, children[index + 1]) if index + 1 < len(children) else None
             if gemm is not None:
                 # T.clear(c); T.gemm(a, b, c): no fill, the GEMM overwrites c.
                 em.overwriting = gemm
+                continue
+            stepped = first_step_gemm(child, children[index + 1]) if index + 1 < len(children) else None
+            if stepped is not None:
+                # T.clear(c); for k ...: T.gemm(a, b, c): no fill, the first K step overwrites c.
+                em.first_step = stepped
+                continue
+            # A staging copy that became an alias emits nothing: the reduction after it is next.
+            following = [c for c in children[index + 1 :] if not _aliased_copy(em, c)]
+            reduce = clearing_reduce(child, following[0]) if following else None
+            if reduce is not None:
+                # T.fill(m, -inf); T.reduce_max(x, m, clear=False): no fill, the reduction clears m.
+                em.clearing = reduce
                 continue
             stmt(em, child)
         # Tiles allocated in this sequence and used by per-element code stay live to its end.
@@ -128,6 +147,34 @@ def stmt(em: EmitContext, s: Any) -> None:
         raise
     finally:
         em.stmt_text = previous
+
+
+def _masked_gemm(em: EmitContext, mask: Any, gemm_stmt: Any, gemm: Any, all_kept: Any) -> None:
+    """A mask written into a GEMM's accumulator and the GEMM, the mask only where it can change
+    something (:mod:`tilelang_tpu.codegen.masked_gemm`); the loop bounds decide statically when they can."""
+    from tvm import tirx
+
+    def overwriting() -> None:
+        em.overwriting = gemm
+        try:
+            stmt(em, gemm_stmt)
+        finally:
+            em.overwriting = None
+
+    if em.analyzer.can_prove(all_kept):
+        overwriting()
+    elif em.analyzer.can_prove(tirx.Not(all_kept)):
+        stmt(em, mask)
+        stmt(em, gemm_stmt)
+    else:
+        em.emit(f"if ({em.expr(all_kept)}) {{  // the mask keeps every element: the GEMM overwrites")
+        em.indent += 1
+        overwriting()
+        em.indent -= 1
+        em.emit("} else {")
+        block(em, mask)
+        block(em, gemm_stmt)
+        em.emit("}")
 
 
 def block(em: EmitContext, s: Any) -> None:

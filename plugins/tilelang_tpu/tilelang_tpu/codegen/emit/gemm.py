@@ -48,6 +48,10 @@ def emit_gemm(em: EmitContext, call: Any) -> None:
             f"T.gemm shapes A{list(at.shape)} B{list(bt.shape)} C{list(ct.shape)} do not agree (transpose_A={trans_a}, transpose_B={trans_b})"
         )
     accumulate = "false" if clear else "true"
+    if not clear and em.first_step is not None and call.same_as(em.first_step[0]):
+        # The zero fill before the K loop was dropped (codegen.plan.first_step_gemm): the first step overwrites.
+        loop = em.first_step[1]
+        accumulate = f"({em.expr(loop.loop_var)} != {em.expr(loop.min)})"
     if at.dtype == "float32":
         # fp32 runs on the mm v1 unit (tiu::fmm); its operands use the rows_n layout
         # (rows on N, a whole row in one lane), chosen for these tiles up front.  A

@@ -40,7 +40,8 @@ def emit_reduce(em: EmitContext, call: Any) -> None:
     dst, _dmin, _dext = region(call.args[1])
     kind = str(call.args[2].value) if hasattr(call.args[2], "value") else str(call.args[2])
     dim = int(call.args[3])
-    clear = bool(int(call.args[4]))
+    # clear=True, or the identity fill just before it was dropped (codegen.plan.clearing_reduce).
+    clear = bool(int(call.args[4])) or (em.clearing is not None and call.same_as(em.clearing))
     if kind in BIT_REDUCTIONS:
         emit_bit_reduce(em, call)
         return
