@@ -128,10 +128,11 @@ def _current(strict: bool = False) -> Any:
             if parsed.scheme not in factories():
                 tier.store()  # raises the unknown-scheme error with the list of known ones
         except TilecoreError as err:
-            _tier, _tier_id, _config_error = None, ident, str(err)
+            text = url_mod.scrub(str(err), url)
+            _tier, _tier_id, _config_error = None, ident, text
             if strict:
-                raise
-            logger.warning("tilecore remote cache disabled: %s", err)
+                raise type(err)(text) if text != str(err) else err from None
+            logger.warning("tilecore remote cache disabled: %s", text)
             return None
         _tier, _tier_id, _config_error = tier, ident, None
         return tier
@@ -179,23 +180,38 @@ def stats() -> dict[str, Any]:
     tier = _current(strict=True)
     if tier is None:
         return {"configured": False}
-    data: dict[str, Any] = {"configured": True, "url": tier.url, "namespace": tier.namespace}
-    data.update(tier.usage())
-    data["server"] = tier.store().info()
-    data["counters"] = dict(tier.counters)
-    return data
+
+    def query() -> dict[str, Any]:
+        data: dict[str, Any] = {"configured": True, "url": tier.url, "namespace": tier.namespace}
+        data.update(tier.usage())
+        data["server"] = tier.store().info()
+        data["counters"] = dict(tier.counters)
+        return data
+
+    return dict(_scrubbed(tier, query))
 
 
 def clear(all_versions: bool = False) -> int:
     """Delete this tilecore version's remote entries (every version's with ``all_versions``)."""
     tier = _current(strict=True)
-    return 0 if tier is None else tier.clear(all_versions)
+    return 0 if tier is None else int(_scrubbed(tier, lambda: tier.clear(all_versions)))
 
 
 def prune(max_bytes: int | None = None) -> dict[str, int]:
     """Delete other tilecore versions' remote entries and trim this version's to ``max_bytes``."""
     tier = _current(strict=True)
-    return {} if tier is None else tier.prune(max_bytes)
+    return {} if tier is None else dict(_scrubbed(tier, lambda: tier.prune(max_bytes)))
+
+
+def _scrubbed(tier: Any, work: Any) -> Any:
+    """``work()``; a failure is re-raised as :class:`StoreError` with the URL's credentials masked
+    (not chained: a traceback would show the client's original text)."""
+    try:
+        return work()
+    except StoreError as err:
+        raise StoreError(err.kind, tier.scrub(str(err).split(": ", 1)[-1])) from None
+    except Exception as err:
+        raise StoreError("error", tier.scrub(f"{type(err).__name__}: {err}")) from None
 
 
 def doctor_report() -> dict[str, Any]:
@@ -204,19 +220,20 @@ def doctor_report() -> dict[str, Any]:
     url = _configured_url().strip()
     if not url:
         return {"configured": False, "hint": f"set {ENV}=redis://host:6379/0 to share compiled kernels"}
-    from tilecore.remote.url import redact
+    from tilecore.remote.url import redact, scrub
 
     report: dict[str, Any] = {"configured": True, "url": redact(url)}
     try:
         tier = _current(strict=True)
     except Exception as err:
-        report.update(reachable=False, error=str(err))
+        report.update(reachable=False, error=scrub(str(err), url))
         return report
     assert tier is not None
     report["signing"] = tier.key_source if tier.secret else "off (entries are not authenticated)"
     report["settings"] = {
         "ttl": tier.settings.ttl,
         "timeout": tier.settings.timeout,
+        "deadline": tier.settings.deadline,
         "connect_timeout": tier.settings.connect_timeout,
         "max_entry_bytes": tier.settings.max_entry_bytes,
     }
@@ -228,7 +245,7 @@ def doctor_report() -> dict[str, Any]:
         report["server"] = store.info()
     except Exception as err:
         report["reachable"] = False
-        report["error"] = f"{type(err).__name__}: {err}".replace(url, report["url"])
+        report["error"] = tier.scrub(f"{type(err).__name__}: {err}")
     return report
 
 
