@@ -8,8 +8,14 @@ is reported with the file and line it hangs at; a crash is reported with its
 signal and, through :func:`faulthandler.enable`, its location.  Backends are
 loaded in parallel (a thread per child process; the work is in the children).
 
-Child protocol: ``python -m tilecore.cli.isolate --dump-at EPOCH --name N --distribution D
---value V [--doctor] [--target T ...]`` prints, as its last stdout line,
+The child never outlives the diagnostics that started it, however they end (``kill
+-9`` included): it asks the kernel for ``SIGKILL`` when its parent dies
+(``PR_SET_PDEATHSIG`` on Linux), and a thread watches a pipe whose other end only
+the parent holds, killing the child's process group at end-of-file (the portable
+signal, which also reaches processes the backend started).
+
+Child protocol: ``python -m tilecore.cli.isolate --dump-at EPOCH [--parent-pid P --parent-pipe FD]
+--name N --distribution D --value V [--doctor] [--target T ...]`` prints, as its last stdout line,
 :data:`MARKER` followed by the backend's JSON entry (see docs/user-guide.md,
 "JSON output").  ``--activation`` instead reports whether tilecore can be
 connected to the installed tilelang.
@@ -18,12 +24,14 @@ connected to the installed tilelang.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -48,23 +56,40 @@ def run_child(args: Sequence[str], timeout: float, who: str, block_name: str) ->
     """Run one child; return its report, or a ``failed`` entry naming the hang or crash."""
     # An absolute time: the child may spend a while importing tilecore before it can arm faulthandler.
     dump_at = time.time() + max(timeout * 0.8, 0.5)
-    command = [sys.executable, "-m", "tilecore.cli.isolate", "--dump-at", f"{dump_at:.3f}", *args]
+    # The child's lifeline: it sees end-of-file on `lifeline` when this process is gone.
+    lifeline, keep = os.pipe()
+    command = [sys.executable, "-m", "tilecore.cli.isolate", "--dump-at", f"{dump_at:.3f}"]
+    command += ["--parent-pid", str(os.getpid()), "--parent-pipe", str(lifeline), *args]
     env = dict(os.environ, PYTHONFAULTHANDLER="1")
     fix = f"block it with TILECORE_PLUGINS=no:{block_name} and report it to the authors of its distribution"
-    with subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env, start_new_session=True
-    ) as child:
-        try:
-            out, err = child.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(child)
-            out, err = child.communicate()
-            where = _innermost_frame(err)
-            return {
-                "error_type": "Timeout",
-                "error": f"{who} did not finish loading within {timeout:g} s" + (f"; it hangs at {where}" if where else ""),
-                "fix": fix + "; TILECORE_DOCTOR_TIMEOUT or --timeout raises the limit",
-            }
+    try:
+        with subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=env,
+            start_new_session=True,
+            pass_fds=(lifeline,),
+        ) as child:
+            os.close(lifeline)
+            lifeline = -1
+            try:
+                out, err = child.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _kill_group(child)
+                out, err = child.communicate()
+                where = _innermost_frame(err)
+                return {
+                    "error_type": "Timeout",
+                    "error": f"{who} did not finish loading within {timeout:g} s" + (f"; it hangs at {where}" if where else ""),
+                    "fix": fix + "; TILECORE_DOCTOR_TIMEOUT or --timeout raises the limit",
+                }
+    finally:
+        for fd in (lifeline, keep):
+            if fd >= 0:
+                os.close(fd)
     report = _report(out)
     if report is not None:
         return report
@@ -131,7 +156,10 @@ def _child(argv: Sequence[str]) -> int:
     parser.add_argument("--value")
     parser.add_argument("--doctor", action="store_true")
     parser.add_argument("--target", action="append", default=[])
+    parser.add_argument("--parent-pid", type=int, help="die when this process is no longer the parent")
+    parser.add_argument("--parent-pipe", type=int, help="file descriptor that reaches end-of-file when the parent dies")
     args = parser.parse_args(argv)
+    _die_with_parent(args.parent_pid, args.parent_pipe)
     faulthandler.enable()
     faulthandler.dump_traceback_later(max(args.dump_at - time.time(), 0.1), exit=False)
     if args.activation:
@@ -144,6 +172,29 @@ def _child(argv: Sequence[str]) -> int:
     sys.stdout.write("\n" + MARKER + json.dumps(report, default=str) + "\n")
     sys.stdout.flush()
     return 0
+
+
+def _die_with_parent(parent_pid: int | None, pipe_fd: int | None) -> None:
+    """Make this helper die with the process that started it, whatever state it is in."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    if parent_pid is not None and os.getppid() != parent_pid:
+        os._exit(3)  # the parent died before the death signal was armed
+    if pipe_fd is not None:
+
+        def watch() -> None:
+            with contextlib.suppress(OSError):
+                while os.read(pipe_fd, 1):
+                    pass
+            with contextlib.suppress(OSError):
+                os.killpg(os.getpgrp(), signal.SIGKILL)  # this helper leads its group: its children go too
+            os._exit(3)
+
+        threading.Thread(target=watch, name="tilecore-isolate-lifeline", daemon=True).start()
 
 
 def _activation_report() -> dict[str, Any]:
