@@ -15,20 +15,18 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import itertools
 import json
 import logging
 import os
-import socket
 import struct
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from misbehaving_server import Misbehaving
 
 from tilecore import remote
 from tilecore.remote import entry
@@ -83,110 +81,6 @@ def local_source(tmp_path: Path, content: dict[str, bytes]) -> Path:
     for name, data in content.items():
         (source / name).write_bytes(data)
     return source
-
-
-# ----------------------------------------------------------------------------------------
-# Misbehaving servers: real sockets on loopback
-# ----------------------------------------------------------------------------------------
-
-
-class Misbehaving:
-    """A TCP server on 127.0.0.1 that reads RESP commands and answers them badly.
-
-    ``trickle``: answers any command with an endless bulk string, one byte every 0.3 s.
-    ``silent``: accepts and never answers.  ``oversize``: a well-formed server whose every
-    entry is ``size`` bytes (STRLEN says so, GET streams it); it counts the GETs it serves."""
-
-    def __init__(self, mode: str, size: int = 0) -> None:
-        self.mode, self.size = mode, size
-        self.commands: list[str] = []
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.closed = threading.Event()
-        self.conns: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def _accept(self) -> None:
-        while not self.closed.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.conns.append(conn)
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _commands(self, conn: socket.socket) -> Iterator[list[bytes]]:
-        buffer = b""
-        while True:
-            while b"\r\n" not in buffer or not _complete(buffer):
-                data = conn.recv(65536)
-                if not data:
-                    return
-                buffer += data
-            command, buffer = _parse(buffer)
-            self.commands.append(command[0].decode().upper())
-            yield command
-
-    def _serve(self, conn: socket.socket) -> None:
-        try:
-            for command in self._commands(conn):
-                verb = command[0].upper()
-                if self.mode == "silent":
-                    self.closed.wait()
-                    return
-                if self.mode == "trickle":
-                    for value in itertools.chain(b"$999999999\r\n", itertools.repeat(ord("x"))):
-                        if self.closed.wait(0.3):
-                            return
-                        conn.sendall(bytes([value]))
-                elif verb == b"STRLEN":
-                    conn.sendall(b":%d\r\n" % self.size)
-                elif verb == b"GET":
-                    conn.sendall(b"$%d\r\n" % self.size)
-                    chunk = b"\0" * 65536
-                    for start in range(0, self.size, len(chunk)):
-                        conn.sendall(chunk[: self.size - start])
-                    conn.sendall(b"\r\n")
-                elif verb == b"HELLO":  # redis-py 8 speaks RESP3
-                    conn.sendall(b"%1\r\n+proto\r\n:3\r\n")
-                else:
-                    conn.sendall(b"+OK\r\n" if verb != b"PING" else b"+PONG\r\n")
-        except OSError:
-            return
-
-    def close(self) -> None:
-        self.closed.set()
-        self.sock.close()
-        for conn in self.conns:
-            conn.close()
-
-
-def _complete(buffer: bytes) -> bool:
-    try:
-        _parse(buffer)
-    except (ValueError, IndexError):
-        return False
-    return True
-
-
-def _parse(buffer: bytes) -> tuple[list[bytes], bytes]:
-    """One RESP array of bulk strings from ``buffer``; raises if it is incomplete."""
-    if not buffer.startswith(b"*"):
-        raise ValueError("not an array")
-    head, rest = buffer.split(b"\r\n", 1)
-    items = []
-    for _ in range(int(head[1:])):
-        size_line, rest = rest.split(b"\r\n", 1)
-        size = int(size_line[1:])
-        if len(rest) < size + 2:
-            raise ValueError("incomplete")
-        items.append(rest[:size])
-        rest = rest[size + 2 :]
-    return items, rest
 
 
 # ----------------------------------------------------------------------------------------
@@ -355,3 +249,114 @@ def test_entry_file_names_must_match_in_full(bad: str) -> None:
     forged = good[:6] + len(head).to_bytes(4, "big") + head + good[10 + head_len :]
     with pytest.raises(entry.EntryRejected, match="bad or repeated file name"):
         entry.decode(forged, "k" * 64, full(VERSIONS), None)
+
+
+# ----------------------------------------------------------------------------------------
+# 5. Credentials never shown, malformed URL or not
+# ----------------------------------------------------------------------------------------
+
+#: (URL shape, template); {port} is a real server that wants another password.
+CORPUS = [
+    ("fragment in password", "redis://:Hunter2#x@127.0.0.1:{port}/0"),
+    ("missing host", "redis://:Hunter2@/0"),
+    ("bad port", "redis://:Hunter2@127.0.0.1:notaport/0"),
+    ("'@' in password", "redis://user:Hunt@r2@127.0.0.1:{port}/0"),
+    ("percent-escaped password", "redis://:Hunter2%40x@127.0.0.1:{port}/0"),
+    ("percent-escaped user", "redis://%48unter2:pw@127.0.0.1:{port}/0"),
+    ("unix with password query", "unix:///nonexistent/redis.sock?password=Hunter2&db=0"),
+    ("no scheme", ":Hunter2@127.0.0.1:{port}/0"),
+    ("single slash", "redis:/:Hunter2@127.0.0.1:{port}/0"),
+    ("space in password", "redis://:Hunter2 x@127.0.0.1:{port}/0"),
+    ("surrounding spaces", "  redis://:Hunter2@127.0.0.1:{port}/0  "),
+    ("password without '@'", "redis://user:Hunter2/0"),
+    ("wrong password", "redis://:Hunter2@127.0.0.1:{port}/0"),
+    ("user and wrong password", "redis://alice:Hunter2@127.0.0.1:{port}/0"),
+    ("password in query too", "redis://alice:Hunter2@127.0.0.1:{port}/0?password=Hunter2"),
+    ("TLS to a plain server", "rediss://alice:Hunter2@127.0.0.1:{port}/0"),
+    ("server down", "redis://:Hunter2@127.0.0.1:1/0"),
+    ("broken IPv6 literal", "redis://:Hunter2@[::1:{port}/0"),
+    ("unknown scheme", "nosuch://:Hunter2@127.0.0.1/0"),
+    ("bad tier option", "redis://:Hunter2@127.0.0.1:{port}/0?ttl=soon"),
+    ("bad database", "redis://:Hunter2@127.0.0.1:{port}/notadb"),
+    ("upper-case scheme", "REDIS://:Hunter2@127.0.0.1:{port}/0"),
+    ("fragment after path", "redis://:Hunter2@127.0.0.1:{port}/0#Hunter2"),
+]
+LEAKS = ("unter2", "Hunt")  # every shape's secret contains one of them, raw or decoded
+
+_CORPUS_SCRIPT = r"""
+import json, logging, os, sys, traceback
+from tilecore import cli, remote
+from tilecore.cli import envinfo
+from tilecore.cli.doctor import DoctorContext, run_sections
+from tilecore.remote.cli import doctor_section
+
+logging.basicConfig(stream=sys.stderr, level=logging.DEBUG, format="%(levelname)s %(name)s %(message)s")
+source = sys.argv[2]
+for label, url in json.loads(sys.argv[1]):
+    print("=== " + label, flush=True)
+    print("=== " + label, file=sys.stderr, flush=True)
+    os.environ["TILECORE_REMOTE_CACHE"] = url
+    remote.reset()
+    for argv in (["cache", "stats"], ["cache", "stats", "--json"], ["cache", "clear", "--remote"],
+                 ["cache", "prune", "--remote", "--json"]):
+        try:
+            print("status", cli.main(argv), flush=True)
+        except BaseException:
+            traceback.print_exc()
+    remote.lookup_into(os.path.join(source, "installed"), "c" * 64, {"tilelang": "x", "backend": "y"})
+    remote.publish_async(source, "c" * 64, {"tilelang": "x", "backend": "y"})
+    remote.flush(5)
+    # What `tilecore doctor` adds per URL (its backend checks do not depend on the URL; the
+    # whole command runs below for one shape): the sections as --json and as text.
+    sections = run_sections(DoctorContext(None, {}))
+    print(json.dumps(sections))
+    for section in sections:
+        print("\n".join(section["lines"]))
+    print(json.dumps(remote.doctor_report()), json.dumps(doctor_section(None).as_json("remote")))
+    print(json.dumps(envinfo.collect()["tilecore_env"]))
+    try:
+        remote.configure(url, timeout=0.3)
+        remote.stats()
+    except Exception as err:
+        print("exception", repr(err), str(err))
+        traceback.print_exc()
+    finally:
+        remote.reset()
+"""
+
+
+def test_no_credential_leaks_across_the_malformed_url_corpus(store: redis.Redis, redis_server: LocalRedisServer, tmp_path: Path) -> None:
+    """Every shape, every output: ``tilecore cache stats|clear|prune`` (text and JSON),
+    ``tilecore doctor`` (text and JSON), the environment report, the lookup and publish
+    warnings, debug logs, and the exceptions of ``configure()``/``stats()`` with tracebacks."""
+    store.config_set("requirepass", "the-real-one")
+    corpus = [(label, url.format(port=redis_server.port)) for label, url in CORPUS]
+    source = local_source(tmp_path, files())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TILECORE_REMOTE_CACHE")}
+    env.update(TILECORE_DISABLE_PLUGIN_AUTOLOAD="1", TILECORE_DOCTOR_TIMEOUT="60")
+    proc = subprocess.run(
+        [sys.executable, "-c", _CORPUS_SCRIPT, json.dumps(corpus), str(source)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    # The real command line too, for the shape from the issue.
+    env["TILECORE_REMOTE_CACHE"] = corpus[0][1]
+    cli_runs = [
+        subprocess.run([sys.executable, "-m", "tilecore.cli", *argv], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        for argv in (["cache", "stats"], ["doctor", "--json"], ["doctor"])
+    ]
+    outputs = {"stdout": proc.stdout, "stderr": proc.stderr}
+    for index, run in enumerate(cli_runs):
+        outputs.update({f"cli{index} stdout": run.stdout, f"cli{index} stderr": run.stderr})
+    leaks = [(where, leak) for where, text in outputs.items() for leak in LEAKS if leak in text]
+    per_shape = [label for label, _ in corpus if proc.stdout.count(f"=== {label}\n") != 1]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert per_shape == [], per_shape
+    assert leaks == [], [(where, outputs[where][max(0, outputs[where].find(leak) - 300) :][:600]) for where, leak in leaks]
+    # The outputs are there (a test that prints nothing would pass the leak check trivially).
+    assert proc.stdout.count("remote cache: ") >= len(corpus) and proc.stderr.count("tilecore remote cache") >= 5
+    assert json.loads(cli_runs[1].stdout)["sections"][0]["data"]["url"] == f"redis://127.0.0.1:{redis_server.port}/0"
+    assert f"redis://127.0.0.1:{redis_server.port}/0" in cli_runs[0].stdout + cli_runs[0].stderr

@@ -135,11 +135,14 @@ def _report(out: str) -> dict[str, Any] | None:
 
 def _innermost_frame(stderr: str) -> str | None:
     """``file:line in func`` of the most recent frame of the first thread faulthandler dumped
-    (the main thread is listed with "most recent call first")."""
-    match = _FRAME.search(stderr)
-    if match is None:
-        return None
-    return f"{match.group(1)}:{match.group(2)} in {match.group(3)}"
+    (the main thread is listed with "most recent call first"), skipping this module's own
+    lifeline thread, which waits in :func:`_die_with_parent` the whole time."""
+    for block in re.split(r"^(?:Current thread|Thread) 0x[0-9a-f]+", stderr, flags=re.MULTILINE):
+        match = _FRAME.search(block)
+        if match is None or (match.group(3) == "watch" and match.group(1) == __file__):
+            continue
+        return f"{match.group(1)}:{match.group(2)} in {match.group(3)}"
+    return None
 
 
 # -- child side -----------------------------------------------------------------------------

@@ -127,7 +127,9 @@ def _current(strict: bool = False) -> Any:
 
             if parsed.scheme not in factories():
                 tier.store()  # raises the unknown-scheme error with the list of known ones
-        except TilecoreError as err:
+        except Exception as err:  # a configuration error (TilecoreError), or a bug: never breaks compiling
+            if not isinstance(err, TilecoreError):
+                err = TilecoreError(f"remote cache {url_mod.redact(url)!r}: {type(err).__name__}: {err}")
             text = url_mod.scrub(str(err), url)
             _tier, _tier_id, _config_error = None, ident, text
             if strict:

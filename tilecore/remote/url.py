@@ -47,6 +47,16 @@ class ParsedURL:
 
 def parse(url: str) -> ParsedURL:
     """Split ``url`` into its scheme, the store's URL and tilecore's tier options."""
+    try:
+        return _parse(url)
+    except ValueError as err:  # urllib's own complaints (e.g. "Invalid IPv6 URL")
+        raise RemoteURLError(
+            f"remote cache URL {redact(url)!r} cannot be parsed ({err}). Write e.g. redis://user:password@host:6379/0 "
+            f"(TILECORE_REMOTE_CACHE or tilecore.remote.configure(url=...))."
+        ) from None
+
+
+def _parse(url: str) -> ParsedURL:
     parts = urlsplit(url.strip())
     if not parts.scheme or "://" not in url:
         raise RemoteURLError(
@@ -137,16 +147,19 @@ def secrets_of(url: str) -> list[str]:
     if "@" in rest:
         userinfo = rest.rpartition("@")[0]
         found.update((userinfo, *userinfo.split(":", 1)))
-    parts = urlsplit(f"x://{rest.rpartition('@')[2]}")
-    port_text = parts.netloc.rpartition("]")[2].partition(":")[2]
-    if port_text and not port_text.isdigit():
-        found.add(port_text)
-    found.add(parts.fragment)
     if "#" in rest:
         found.add(rest.partition("#")[2])
-    for key, value in parse_qsl(urlsplit(f"x://{rest}").query, keep_blank_values=True):
-        if key.lower() in _SECRET_QUERY_KEYS:
-            found.add(value)
+    try:
+        parts = urlsplit(f"x://{rest.rpartition('@')[2]}")
+        port_text = parts.netloc.rpartition("]")[2].partition(":")[2]
+        if port_text and not port_text.isdigit():
+            found.add(port_text)
+        found.add(parts.fragment)
+        for key, value in parse_qsl(urlsplit(f"x://{rest}").query, keep_blank_values=True):
+            if key.lower() in _SECRET_QUERY_KEYS:
+                found.add(value)
+    except ValueError:  # unparseable: every piece of it may be a secret
+        found.update(piece for piece in re.split(r"[:@/?#&=\[\]\s]+", rest) if len(piece) >= 3)
     for value in list(found):
         found.update((unquote(value), quote(value, safe=""), value.strip()))
     return sorted((s for s in found if s.strip()), key=len, reverse=True)
@@ -159,6 +172,13 @@ def scrub(text: str, url: str) -> str:
     as whole words (masking every ``a`` of a message would make it unreadable)."""
     if not url:
         return text
+    try:
+        return _scrub(text, url)
+    except Exception:  # never let a message crash; hide it all rather than leak
+        return "<message hidden: it may contain the remote cache URL's credentials>"
+
+
+def _scrub(text: str, url: str) -> str:
     text = text.replace(url, redact(url)).replace(url.strip(), redact(url))
     for secret in secrets_of(url):
         if len(secret) >= 3:
