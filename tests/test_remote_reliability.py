@@ -119,6 +119,21 @@ def test_a_trickling_or_silent_store_costs_a_lookup_at_most_its_deadline(
     assert not (tmp_path / "e1").exists()
 
 
+def test_doctor_probe_of_a_trickling_store_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(remote, "DOCTOR_DEADLINE_S", 1.0)
+    server = Misbehaving("trickle")
+    try:
+        remote.configure(server.url, timeout=5.0, deadline=1.0)
+        start = time.monotonic()
+        report = remote.doctor_report()
+        seconds = time.monotonic() - start
+    finally:
+        remote.reset()
+        server.close()
+    assert not report["reachable"] and "deadline of the doctor's probe" in report["error"], report
+    assert seconds <= 3.0, seconds  # bounded vs hangs (the probe pings 3 times, then scans)
+
+
 def test_a_trickling_store_costs_a_real_compile_at_most_the_deadline(tmp_path: Path) -> None:
     """tilelang.compile (democpu) in a fresh interpreter: once with no remote tier, once with a
     trickling store; the difference is the deadline (the issue saw 61 s)."""

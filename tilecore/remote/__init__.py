@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -46,6 +47,8 @@ __all__ = [
 ]
 
 ENV = "TILECORE_REMOTE_CACHE"
+#: Seconds ``tilecore doctor`` gives the store for its probe (ping, entry count, server facts).
+DOCTOR_DEADLINE_S = 10.0
 logger = logging.getLogger("tilecore.remote")
 
 _UNSET: Any = object()
@@ -222,6 +225,7 @@ def doctor_report() -> dict[str, Any]:
     url = _configured_url().strip()
     if not url:
         return {"configured": False, "hint": f"set {ENV}=redis://host:6379/0 to share compiled kernels"}
+    from tilecore.remote.deadline import call_within
     from tilecore.remote.url import redact, scrub
 
     report: dict[str, Any] = {"configured": True, "url": redact(url)}
@@ -241,10 +245,16 @@ def doctor_report() -> dict[str, Any]:
     }
     try:
         store = tier.store()
-        report["rtt_ms"] = round(min(store.ping() for _ in range(3)) * 1e3, 3)
-        report["reachable"] = True
-        report.update(tier.usage())
-        report["server"] = store.info()
+
+        def probe() -> dict[str, Any]:
+            found: dict[str, Any] = {"rtt_ms": round(min(store.ping() for _ in range(3)) * 1e3, 3), "reachable": True}
+            found.update(tier.usage())
+            found["server"] = store.info()
+            return found
+
+        # A trickling or silent store must not hang the diagnostics either.
+        limit = max(DOCTOR_DEADLINE_S, tier.settings.deadline)
+        report.update(call_within(time.monotonic() + limit, limit, store, probe, "deadline of the doctor's probe"))
     except Exception as err:
         report["reachable"] = False
         report["error"] = tier.scrub(f"{type(err).__name__}: {err}")

@@ -22,12 +22,14 @@ from tilecore.remote.store import Store, StoreError
 T = TypeVar("T")
 
 
-def call_within(deadline: float, total_s: float, store: Store, work: Callable[[], T]) -> T:
+def call_within(
+    deadline: float, total_s: float, store: Store, work: Callable[[], T], what: str = "lookup deadline (setting deadline)"
+) -> T:
     """``work()`` if it finishes before the monotonic time ``deadline``; else abort ``store``
     and raise ``StoreError("timeout")`` naming ``total_s``, the budget the deadline came from."""
     left = deadline - time.monotonic()
     if left <= 0:
-        raise StoreError("timeout", f"no time left of the {total_s:g} s lookup deadline")
+        raise StoreError("timeout", f"no time left of the {total_s:g} s {what}")
     done = threading.Event()
     results: list[T] = []
     errors: list[BaseException] = []
@@ -44,7 +46,7 @@ def call_within(deadline: float, total_s: float, store: Store, work: Callable[[]
     if not done.wait(left):
         with contextlib.suppress(Exception):  # best effort: the store is dropped anyway
             store.abort()
-        raise StoreError("timeout", f"no complete answer within the {total_s:g} s lookup deadline (setting deadline)")
+        raise StoreError("timeout", f"no complete answer within the {total_s:g} s {what}")
     if errors:
         raise errors[0]
     return results[0]
