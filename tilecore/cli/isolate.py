@@ -56,7 +56,9 @@ def run_child(args: Sequence[str], timeout: float, who: str, block_name: str) ->
     """Run one child; return its report, or a ``failed`` entry naming the hang or crash."""
     # An absolute time: the child may spend a while importing tilecore before it can arm faulthandler.
     dump_at = time.time() + max(timeout * 0.8, 0.5)
-    # The child's lifeline: it sees end-of-file on `lifeline` when this process is gone.
+    # The child's lifeline: it sees end-of-file on `lifeline` when this process is gone.  (Its
+    # PR_SET_PDEATHSIG fires when the *thread* that started it ends; every caller waits for the
+    # child on that same thread, so that is never earlier than the child is done.)
     lifeline, keep = os.pipe()
     command = [sys.executable, "-m", "tilecore.cli.isolate", "--dump-at", f"{dump_at:.3f}"]
     command += ["--parent-pid", str(os.getpid()), "--parent-pipe", str(lifeline), *args]
