@@ -145,7 +145,9 @@ class Tier:
             self.counters["install_errors"] += 1
             logger.warning("tilecore remote cache: could not install entry %s into %s (%s); compiling locally.", key[:16], entry_dir, err)
             return False
-        if self.settings.ttl:  # renew only what passed verification
+        if self.settings.ttl and time.monotonic() >= deadline:
+            self.counters["renew_skipped"] += 1  # a slow but complete hit: not renewed this time
+        elif self.settings.ttl:  # renew only what passed verification
             try:
                 self._bounded(deadline, store, lambda: store.touch(name, self.settings.ttl))
             except Exception as err:
@@ -191,6 +193,9 @@ class Tier:
         self.counters["rejected"] += 1
         self.counters[f"rejected_{bad.reason}"] += 1
         logger.warning("tilecore remote cache %s: refused entry %s (%s); deleting it and recompiling locally.", self.url, key[:16], bad)
+        if time.monotonic() >= deadline:
+            self.counters["drop_skipped"] += 1  # no time left: it stays, unrenewed, until its TTL
+            return
         try:
             store = self.store()
             if self._bounded(deadline, store, lambda: store.delete_if_same(name, blob)):
