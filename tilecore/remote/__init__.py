@@ -64,7 +64,7 @@ _lock = threading.Lock()
 def configure(url: str | None, *, key: str | bytes | None = None, **options: Any) -> None:
     """Use the remote cache at ``url`` in this process (``None`` or ``""``: no remote tier),
     overriding ``TILECORE_REMOTE_CACHE``.  ``key`` overrides the signing key from the
-    environment; ``options`` override the URL's tier options (``ttl``, ``timeout``,
+    environment; ``options`` override the URL's tier options (``ttl``, ``timeout``, ``deadline``,
     ``connect_timeout``, ``max_entry_bytes``, ``max_bytes``, ``prefix``, ``retry_after``,
     ``flush_timeout``, ``max_pending``).  Raises on a bad URL, option or key."""
     global _code_url, _code_key, _code_options
