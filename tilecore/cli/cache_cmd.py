@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -111,7 +112,9 @@ def run(args: argparse.Namespace) -> int:
             else:
                 result["remote"] = remote.prune(args.max_bytes)
         except Exception as err:
-            result["remote"] = {"error": f"{type(err).__name__}: {err}"}
+            from tilecore.remote.url import scrub
+
+            result["remote"] = {"error": scrub(f"{type(err).__name__}: {err}", os.environ.get(remote.ENV, ""))}
             status = 1
     if args.json:
         json.dump(result, sys.stdout, indent=2, default=str)

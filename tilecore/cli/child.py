@@ -1,18 +1,23 @@
 """The child side of :mod:`tilecore.cli.isolate`: load one backend (or activate) and print its report.
 
-Run as ``python -m tilecore.cli.child --dump-at EPOCH --name N --distribution D --value V
-[--doctor] [--target T ...]``; it prints, as its last stdout line, :data:`~tilecore.cli.isolate.MARKER`
+Run as ``python -m tilecore.cli.child --dump-at EPOCH [--parent-pid P --parent-pipe FD]
+--name N --distribution D --value V [--doctor] [--target T ...]``; it prints, as its last stdout line, :data:`~tilecore.cli.isolate.MARKER`
 followed by the backend's JSON entry (see docs/user-guide.md, "JSON output").
 ``--activation`` instead reports whether tilecore can be connected to the installed tilelang.
 faulthandler is armed just before the parent's deadline, so a hang is reported with the
-file and line it hangs at.
+file and line it hangs at.  The child dies with the parent, whatever state it is in
+(:func:`_die_with_parent`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -31,7 +36,10 @@ def _child(argv: Sequence[str]) -> int:
     parser.add_argument("--value")
     parser.add_argument("--doctor", action="store_true")
     parser.add_argument("--target", action="append", default=[])
+    parser.add_argument("--parent-pid", type=int, help="die when this process is no longer the parent")
+    parser.add_argument("--parent-pipe", type=int, help="file descriptor that reaches end-of-file when the parent dies")
     args = parser.parse_args(argv)
+    _die_with_parent(args.parent_pid, args.parent_pipe)
     faulthandler.enable()
     faulthandler.dump_traceback_later(max(args.dump_at - time.time(), 0.1), exit=False)
     if args.activation:
@@ -44,6 +52,29 @@ def _child(argv: Sequence[str]) -> int:
     sys.stdout.write("\n" + MARKER + json.dumps(report, default=str) + "\n")
     sys.stdout.flush()
     return 0
+
+
+def _die_with_parent(parent_pid: int | None, pipe_fd: int | None) -> None:
+    """Make this helper die with the process that started it, whatever state it is in."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    if parent_pid is not None and os.getppid() != parent_pid:
+        os._exit(3)  # the parent died before the death signal was armed
+    if pipe_fd is not None:
+
+        def watch() -> None:
+            with contextlib.suppress(OSError):
+                while os.read(pipe_fd, 1):
+                    pass
+            with contextlib.suppress(OSError):
+                os.killpg(os.getpgrp(), signal.SIGKILL)  # this helper leads its group: its children go too
+            os._exit(3)
+
+        threading.Thread(target=watch, name="tilecore-isolate-lifeline", daemon=True).start()
 
 
 def _activation_report() -> dict[str, Any]:

@@ -10,6 +10,12 @@ loaded in parallel (a thread per child process; the work is in the children).
 
 The child side is :mod:`tilecore.cli.child` (``python -m tilecore.cli.child``); it
 prints, as its last stdout line, :data:`MARKER` followed by its JSON report.
+
+The child never outlives the diagnostics that started it, however they end (``kill
+-9`` included): it asks the kernel for ``SIGKILL`` when its parent dies
+(``PR_SET_PDEATHSIG`` on Linux), and a thread watches a pipe whose other end only
+the parent holds, killing the child's process group at end-of-file (the portable
+signal, which also reaches processes the backend started).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -41,23 +48,42 @@ def run_child(args: Sequence[str], timeout: float, who: str, block_name: str) ->
     """Run one child; return its report, or a ``failed`` entry naming the hang or crash."""
     # An absolute time: the child may spend a while importing tilecore before it can arm faulthandler.
     dump_at = time.time() + max(timeout * 0.8, 0.5)
-    command = [sys.executable, "-m", "tilecore.cli.child", "--dump-at", f"{dump_at:.3f}", *args]
+    # The child's lifeline: it sees end-of-file on `lifeline` when this process is gone.  (Its
+    # PR_SET_PDEATHSIG fires when the *thread* that started it ends; every caller waits for the
+    # child on that same thread, so that is never earlier than the child is done.)
+    lifeline, keep = os.pipe()
+    command = [sys.executable, "-m", "tilecore.cli.child", "--dump-at", f"{dump_at:.3f}"]
+    command += ["--parent-pid", str(os.getpid()), "--parent-pipe", str(lifeline), *args]
     env = dict(os.environ, PYTHONFAULTHANDLER="1")
     fix = f"block it with TILECORE_PLUGINS=no:{block_name} and report it to the authors of its distribution"
-    with subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env, start_new_session=True
-    ) as child:
-        try:
-            out, err = child.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(child)
-            out, err = child.communicate()
-            where = _innermost_frame(err)
-            return {
-                "error_type": "Timeout",
-                "error": f"{who} did not finish loading within {timeout:g} s" + (f"; it hangs at {where}" if where else ""),
-                "fix": fix + "; TILECORE_DOCTOR_TIMEOUT or --timeout raises the limit",
-            }
+    try:
+        with subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=env,
+            start_new_session=True,
+            pass_fds=(lifeline,),
+        ) as child:
+            os.close(lifeline)
+            lifeline = -1
+            try:
+                out, err = child.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _kill_group(child)
+                out, err = child.communicate()
+                where = _innermost_frame(err)
+                return {
+                    "error_type": "Timeout",
+                    "error": f"{who} did not finish loading within {timeout:g} s" + (f"; it hangs at {where}" if where else ""),
+                    "fix": fix + "; TILECORE_DOCTOR_TIMEOUT or --timeout raises the limit",
+                }
+    finally:
+        for fd in (lifeline, keep):
+            if fd >= 0:
+                os.close(fd)
     report = _report(out)
     if report is not None:
         return report
@@ -103,8 +129,11 @@ def _report(out: str) -> dict[str, Any] | None:
 
 def _innermost_frame(stderr: str) -> str | None:
     """``file:line in func`` of the most recent frame of the first thread faulthandler dumped
-    (the main thread is listed with "most recent call first")."""
-    match = _FRAME.search(stderr)
-    if match is None:
-        return None
-    return f"{match.group(1)}:{match.group(2)} in {match.group(3)}"
+    (the main thread is listed with "most recent call first"), skipping the child's
+    lifeline thread, which waits in :func:`tilecore.cli.child._die_with_parent` the whole time."""
+    for block in re.split(r"^(?:Current thread|Thread) 0x[0-9a-f]+", stderr, flags=re.MULTILINE):
+        match = _FRAME.search(block)
+        if match is None or (match.group(3) == "watch" and match.group(1).endswith("child.py")):
+            continue
+        return f"{match.group(1)}:{match.group(2)} in {match.group(3)}"
+    return None

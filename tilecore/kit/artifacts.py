@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from tilecore.errors import KernelFaultError, TilecoreError
-from tilecore.kit.paths import atomic_write, cache_dir
+from tilecore.kit.paths import CacheDirectoryError, atomic_write, cache_dir, cache_root, cache_write_error, full_cache_error
 
 logger = logging.getLogger("tilecore.kit.artifacts")
 
@@ -155,6 +155,14 @@ class ArtifactStore:
                 f"{what}: another process has been building it for more than {LOCK_TIMEOUT_S:.0f} s (lock {lock.lock_file}). "
                 "If no such process is running, delete the lock file and retry."
             ) from None
+        except CacheDirectoryError:
+            raise
+        except Exception as err:  # a read-only or full cache: say which directory and what moves it
+            error = cache_write_error(err, cache_root()) if isinstance(err, OSError) else None
+            error = error or full_cache_error(entry.parent)  # e.g. the backend's compiler ran out of space
+            if error is None:
+                raise
+            raise CacheDirectoryError(f"{what}: {error}", fix=error.fix, errno=error.errno) from err
 
     def _build(self, key: str, filename: str, build: Builder, what: str) -> Artifact:
         entry = self.entry(key)

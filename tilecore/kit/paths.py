@@ -17,6 +17,7 @@ picks a parent that leaves room for the socket names a runtime creates.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import sys
@@ -40,10 +41,75 @@ def cache_root() -> Path:
     return Path(platformdirs.user_cache_dir("tilecore", appauthor=False))
 
 
+class CacheDirectoryError(TilecoreError):
+    """A cache directory cannot be written (read-only, full, no permission): names the
+    directory and the environment variable that moves it.  ``errno`` is the cause's."""
+
+    def __init__(self, message: str = "", *, fix: str = "", errno: int | None = None) -> None:
+        super().__init__(message, fix=fix)
+        self.errno = errno
+
+
+#: Errors that mean "this directory cannot take writes", as opposed to a bug or a missing tool.
+_UNWRITABLE = {errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EEXIST}
+_FULL = {errno.ENOSPC, errno.EDQUOT}
+
+
+def cache_write_error(err: OSError, directory: Path, variable: str = "TILECORE_CACHE_DIR") -> CacheDirectoryError | None:
+    """The error to raise for ``err`` met while writing under the cache ``directory`` (which
+    ``variable`` moves), or ``None`` if ``err`` is not about that directory being unwritable.
+
+    Errors naming a file (``err.filename``) count only when the file lies under ``directory``;
+    a full disk counts whatever it names (a write reports no file name)."""
+    if err.errno not in _UNWRITABLE:
+        return None
+    named = Path(str(err.filename)) if err.filename else None
+    inside = named is not None and (named == directory or directory in named.parents)
+    if not inside and not (err.errno in _FULL and named is None):
+        return None
+    cause = os.strerror(err.errno) if err.errno is not None else type(err).__name__
+    if err.errno in _FULL:
+        fix = f"free space there, or set {variable} to a directory on a file system with room"
+    else:
+        fix = f"set {variable} to a directory you can write to (the cache must be writable)"
+    where = f" ({named})" if named is not None and named != directory else ""
+    shown = f"{variable}={os.environ[variable]}" if os.environ.get(variable) else f"the default; {variable} is not set"
+    return CacheDirectoryError(f"cache directory {directory} cannot be written: {cause}{where} ({shown}).", fix=fix, errno=err.errno)
+
+
+#: Below this many free bytes, a failed build in the cache is blamed on the full file system.
+NEARLY_FULL_BYTES = 1 << 20
+
+
+def full_cache_error(directory: Path, variable: str = "TILECORE_CACHE_DIR") -> CacheDirectoryError | None:
+    """A :class:`CacheDirectoryError` if the file system holding ``directory`` is (nearly) full:
+    a build that failed there (a compiler's "No space left on device") gets this explanation."""
+    try:
+        free = shutil.disk_usage(directory).free
+    except OSError:
+        return None
+    if free >= NEARLY_FULL_BYTES:
+        return None
+    shown = f"{variable}={os.environ[variable]}" if os.environ.get(variable) else f"the default; {variable} is not set"
+    return CacheDirectoryError(
+        f"cache directory {directory} is full ({free} bytes free; {shown}).",
+        fix=f"free space there, or set {variable} to a directory on a file system with room",
+        errno=errno.ENOSPC,
+    )
+
+
 def cache_dir(*parts: str) -> Path:
-    """``cache_root()/parts...``, created with user-only permissions."""
-    path = cache_root().joinpath(*parts)
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """``cache_root()/parts...``, created with user-only permissions; a read-only, full or
+    foreign directory raises :class:`CacheDirectoryError` naming it and ``TILECORE_CACHE_DIR``."""
+    root = cache_root()
+    path = root.joinpath(*parts)
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as err:
+        error = cache_write_error(err, root) or cache_write_error(err, Path(str(err.filename or path)))
+        if error is None:
+            raise
+        raise error from err
     return path
 
 

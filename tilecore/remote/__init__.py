@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -46,6 +47,8 @@ __all__ = [
 ]
 
 ENV = "TILECORE_REMOTE_CACHE"
+#: Seconds ``tilecore doctor`` gives the store for its probe (ping, entry count, server facts).
+DOCTOR_DEADLINE_S = 10.0
 logger = logging.getLogger("tilecore.remote")
 
 _UNSET: Any = object()
@@ -61,7 +64,7 @@ _lock = threading.Lock()
 def configure(url: str | None, *, key: str | bytes | None = None, **options: Any) -> None:
     """Use the remote cache at ``url`` in this process (``None`` or ``""``: no remote tier),
     overriding ``TILECORE_REMOTE_CACHE``.  ``key`` overrides the signing key from the
-    environment; ``options`` override the URL's tier options (``ttl``, ``timeout``,
+    environment; ``options`` override the URL's tier options (``ttl``, ``timeout``, ``deadline``,
     ``connect_timeout``, ``max_entry_bytes``, ``max_bytes``, ``prefix``, ``retry_after``,
     ``flush_timeout``, ``max_pending``).  Raises on a bad URL, option or key."""
     global _code_url, _code_key, _code_options
@@ -127,11 +130,14 @@ def _current(strict: bool = False) -> Any:
 
             if parsed.scheme not in factories():
                 tier.store()  # raises the unknown-scheme error with the list of known ones
-        except TilecoreError as err:
-            _tier, _tier_id, _config_error = None, ident, str(err)
+        except Exception as err:  # a configuration error (TilecoreError), or a bug: never breaks compiling
+            if not isinstance(err, TilecoreError):
+                err = TilecoreError(f"remote cache {url_mod.redact(url)!r}: {type(err).__name__}: {err}")
+            text = url_mod.scrub(str(err), url)
+            _tier, _tier_id, _config_error = None, ident, text
             if strict:
-                raise
-            logger.warning("tilecore remote cache disabled: %s", err)
+                raise type(err)(text) if text != str(err) else err from None
+            logger.warning("tilecore remote cache disabled: %s", text)
             return None
         _tier, _tier_id, _config_error = tier, ident, None
         return tier
@@ -179,23 +185,38 @@ def stats() -> dict[str, Any]:
     tier = _current(strict=True)
     if tier is None:
         return {"configured": False}
-    data: dict[str, Any] = {"configured": True, "url": tier.url, "namespace": tier.namespace}
-    data.update(tier.usage())
-    data["server"] = tier.store().info()
-    data["counters"] = dict(tier.counters)
-    return data
+
+    def query() -> dict[str, Any]:
+        data: dict[str, Any] = {"configured": True, "url": tier.url, "namespace": tier.namespace}
+        data.update(tier.usage())
+        data["server"] = tier.store().info()
+        data["counters"] = dict(tier.counters)
+        return data
+
+    return dict(_scrubbed(tier, query))
 
 
 def clear(all_versions: bool = False) -> int:
     """Delete this tilecore version's remote entries (every version's with ``all_versions``)."""
     tier = _current(strict=True)
-    return 0 if tier is None else tier.clear(all_versions)
+    return 0 if tier is None else int(_scrubbed(tier, lambda: tier.clear(all_versions)))
 
 
 def prune(max_bytes: int | None = None) -> dict[str, int]:
     """Delete other tilecore versions' remote entries and trim this version's to ``max_bytes``."""
     tier = _current(strict=True)
-    return {} if tier is None else tier.prune(max_bytes)
+    return {} if tier is None else dict(_scrubbed(tier, lambda: tier.prune(max_bytes)))
+
+
+def _scrubbed(tier: Any, work: Any) -> Any:
+    """``work()``; a failure is re-raised as :class:`StoreError` with the URL's credentials masked
+    (not chained: a traceback would show the client's original text)."""
+    try:
+        return work()
+    except StoreError as err:
+        raise StoreError(err.kind, tier.scrub(str(err).split(": ", 1)[-1])) from None
+    except Exception as err:
+        raise StoreError("error", tier.scrub(f"{type(err).__name__}: {err}")) from None
 
 
 def doctor_report() -> dict[str, Any]:
@@ -204,31 +225,39 @@ def doctor_report() -> dict[str, Any]:
     url = _configured_url().strip()
     if not url:
         return {"configured": False, "hint": f"set {ENV}=redis://host:6379/0 to share compiled kernels"}
-    from tilecore.remote.url import redact
+    from tilecore.remote.deadline import call_within
+    from tilecore.remote.url import redact, scrub
 
     report: dict[str, Any] = {"configured": True, "url": redact(url)}
     try:
         tier = _current(strict=True)
     except Exception as err:
-        report.update(reachable=False, error=str(err))
+        report.update(reachable=False, error=scrub(str(err), url))
         return report
     assert tier is not None
     report["signing"] = tier.key_source if tier.secret else "off (entries are not authenticated)"
     report["settings"] = {
         "ttl": tier.settings.ttl,
         "timeout": tier.settings.timeout,
+        "deadline": tier.settings.deadline,
         "connect_timeout": tier.settings.connect_timeout,
         "max_entry_bytes": tier.settings.max_entry_bytes,
     }
     try:
         store = tier.store()
-        report["rtt_ms"] = round(min(store.ping() for _ in range(3)) * 1e3, 3)
-        report["reachable"] = True
-        report.update(tier.usage())
-        report["server"] = store.info()
+
+        def probe() -> dict[str, Any]:
+            found: dict[str, Any] = {"rtt_ms": round(min(store.ping() for _ in range(3)) * 1e3, 3), "reachable": True}
+            found.update(tier.usage())
+            found["server"] = store.info()
+            return found
+
+        # A trickling or silent store must not hang the diagnostics either.
+        limit = max(DOCTOR_DEADLINE_S, tier.settings.deadline)
+        report.update(call_within(time.monotonic() + limit, limit, store, probe, "deadline of the doctor's probe"))
     except Exception as err:
         report["reachable"] = False
-        report["error"] = f"{type(err).__name__}: {err}".replace(url, report["url"])
+        report["error"] = tier.scrub(f"{type(err).__name__}: {err}")
     return report
 
 

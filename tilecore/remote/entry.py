@@ -29,7 +29,8 @@ FLAG_SIGNED = 0x01
 _HEADER = struct.Struct(">4sBBI")
 _MAC_SIZE = hashlib.sha256().digest_size
 #: File names an entry may carry: plain names in one directory, nothing hidden, no separators.
-_FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+#: Always used with ``fullmatch`` (``$`` alone would accept a trailing newline: ``"lib.so\n"``).
+_FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 class EntryRejected(Exception):
@@ -55,7 +56,7 @@ class Entry:
 def encode(key: str, versions: Mapping[str, str], files: Mapping[str, bytes], secret: bytes | None) -> bytes:
     """The blob for ``files`` (name -> content), signed with ``secret`` when one is given."""
     for name in files:
-        if not _FILE_NAME.match(name):
+        if not _FILE_NAME.fullmatch(name):
             raise ValueError(f"remote cache entries hold plain file names only, not {name!r}")
     names = sorted(files)
     manifest = {
@@ -116,7 +117,7 @@ def decode(blob: bytes, key: str, versions: Mapping[str, str], secret: bytes | N
     files: dict[str, bytes] = {}
     offset = start
     for name, size, digest in files_meta:
-        if not _FILE_NAME.match(name) or name in files:
+        if not _FILE_NAME.fullmatch(name) or name in files:
             raise EntryRejected("format", f"bad or repeated file name {name!r}")
         data = body[offset : offset + size]
         offset += size

@@ -1,9 +1,13 @@
 """The Redis store (``redis://``, ``rediss://``, ``unix://``), on the maintained ``redis`` client.
 
 One Redis string per entry.  Publication is ``SET name blob NX EX ttl``, so concurrent
-publishers of one key leave exactly one entry; a hit is ``GETEX name EX ttl``, which
-keeps entries in use alive.  The client never retries: a slow or dead server costs
-at most one connect timeout plus one read timeout, then the tier stops asking.
+publishers of one key leave exactly one entry.  A lookup is ``STRLEN`` (an oversize
+entry is refused without being downloaded), then ``GET``; only after the entry passed
+verification does the tier renew it with ``EXPIRE``, so readers never keep a refused
+entry alive.  The client never retries; the tier bounds a whole lookup with one
+deadline (:mod:`tilecore.remote.deadline`), which :meth:`RedisStore.abort` enforces by
+closing the client's sockets.  A store user without ``STRLEN`` or ``EXPIRE`` permission
+still works: sizes are then checked after the download, entries are not renewed.
 
 Size the server for the fleet (``maxmemory`` with ``maxmemory-policy allkeys-lru``
 evicts the least recently used kernels when it is full); ``tilecore cache prune
@@ -47,6 +51,8 @@ class RedisStore(Store):
             health_check_interval=0,
         )
         self._getex = True
+        self._strlen = True
+        self._expire = True
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Run one client call, mapping the client's exceptions onto :class:`StoreError`."""
@@ -78,6 +84,30 @@ class RedisStore(Store):
             else:
                 return self._checked_bytes(value)
         return self._checked_bytes(self._call("GET", self._client.get, name))
+
+    def size(self, name: str) -> int | None:
+        if not self._strlen:
+            return None
+        try:
+            return int(self._call("STRLEN", self._client.strlen, name))
+        except StoreError as err:
+            if err.kind != "denied":
+                raise
+            self._strlen = False  # an ACL without STRLEN: check the size after the download
+            return None
+
+    def touch(self, name: str, ttl_s: int) -> None:
+        if self._expire:
+            try:
+                self._call("EXPIRE", self._client.expire, name, ttl_s)
+            except StoreError as err:
+                if err.kind != "denied":
+                    raise
+                self._expire = False  # an ACL without EXPIRE: entries live their first TTL
+
+    def abort(self) -> None:
+        # Closes every socket of the pool, the one a blocked call is reading from included.
+        self._client.connection_pool.disconnect(inuse_connections=True)
 
     @staticmethod
     def _checked_bytes(value: Any) -> bytes | None:

@@ -18,6 +18,9 @@ class Settings:
     #: Seconds one read or write to the store may block.  A hit of a few hundred KiB on a LAN
     #: takes milliseconds; a compile takes a second or more.
     timeout: float = 0.5
+    #: Seconds one remote lookup may take in total (size check, download, renewal or removal):
+    #: one deadline, not per read, so a trickling or silent store costs a compile at most this.
+    deadline: float = 1.0
     #: Seconds to open a connection.
     connect_timeout: float = 0.25
     #: Entries larger than this are neither published nor fetched.
@@ -64,7 +67,7 @@ def _convert(name: str, raw: Any) -> Any:
         if text not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
             raise ValueError(name)
         return text in ("1", "true", "yes", "on")
-    if name in ("timeout", "connect_timeout", "retry_after", "flush_timeout"):
+    if name in ("timeout", "deadline", "connect_timeout", "retry_after", "flush_timeout"):
         value = float(raw)
         if not value > 0:
             raise ValueError(name)

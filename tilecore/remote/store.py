@@ -59,7 +59,17 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def get(self, name: str, ttl_s: int | None) -> bytes | None:
-        """The blob stored under ``name`` or ``None``; ``ttl_s`` (if given) restarts its lifetime."""
+        """The blob stored under ``name`` or ``None``; ``ttl_s`` (if given) restarts its lifetime.
+        The tier passes ``None`` and renews only verified entries (:meth:`touch`)."""
+
+    def size(self, name: str) -> int | None:
+        """Bytes stored under ``name`` (0: absent) without downloading it, or ``None`` if the
+        store cannot tell; lets the tier refuse an oversize entry before fetching it."""
+        return None
+
+    def touch(self, name: str, ttl_s: int) -> None:  # noqa: B027 - optional hook
+        """Restart ``name``'s lifetime (called only for entries that passed verification, so
+        a refused entry is never kept alive by its readers).  The default does nothing."""
 
     @abc.abstractmethod
     def put_if_absent(self, name: str, blob: bytes, ttl_s: int | None) -> bool:
@@ -88,6 +98,11 @@ class Store(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""
+
+    def abort(self) -> None:
+        """Called from another thread when a call overran the lookup deadline: make calls in
+        progress fail now (close their sockets).  The tier drops the store afterwards."""
+        self.close()
 
 
 StoreFactory = Callable[[str, StoreOptions], Store]

@@ -3,39 +3,24 @@ one warning per process when the store fails, counters and store maintenance."""
 
 from __future__ import annotations
 
-import atexit
-import errno
 import logging
-import os
-import queue
-import shutil
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tilecore._version import __version__ as TILECORE_VERSION
 from tilecore.remote import entry
+from tilecore.remote.deadline import call_within
+from tilecore.remote.install import install, read_entry
+from tilecore.remote.publisher import Job, Publisher, Verifier
 from tilecore.remote.settings import Settings
 from tilecore.remote.store import Store, StoreError, StoreOptions, open_store
-from tilecore.remote.url import ParsedURL, redact
+from tilecore.remote.url import ParsedURL, RemoteURLError, redact, scrub
 
 logger = logging.getLogger("tilecore.remote")
-
-#: ``verify(entry_dir) -> bool``: the local cache's own integrity check of a finished entry.
-Verifier = Callable[[str], bool]
-
-
-@dataclass
-class _Job:
-    entry_dir: str
-    key: str
-    versions: dict[str, str]
-    verify: Verifier | None
 
 
 class Tier:
@@ -43,6 +28,7 @@ class Tier:
 
     def __init__(self, url: str, parsed: ParsedURL, secret: bytes | None, key_source: str, settings: Settings) -> None:
         self.url = redact(url)
+        self._raw_url = url
         self.parsed = parsed
         self.secret = secret
         self.key_source = key_source
@@ -53,7 +39,7 @@ class Tier:
         self._down_until = 0.0
         self._warned = False
         self._publish_denied = False
-        self._publisher: _Publisher | None = None
+        self._publisher: Publisher | None = None
 
     # -- naming -------------------------------------------------------------------------
     @property
@@ -68,12 +54,27 @@ class Tier:
         return {**versions, "tilecore": TILECORE_VERSION}
 
     # -- store and failures ---------------------------------------------------------------
+    def scrub(self, text: str) -> str:
+        """``text`` with every credential of the configured URL masked (client errors may quote it)."""
+        return scrub(scrub(text, self.parsed.store_url), self._raw_url)
+
     def store(self) -> Store:
         with self._lock:
             if self._store is None:
                 options = StoreOptions(connect_timeout=self.settings.connect_timeout, timeout=self.settings.timeout)
-                self._store = open_store(self.parsed.scheme, self.parsed.store_url, options)
+                try:
+                    self._store = open_store(self.parsed.scheme, self.parsed.store_url, options)
+                except RemoteURLError:
+                    raise  # tilecore's own text: already redacted
+                except Exception as err:  # a client's URL parser may quote the password
+                    raise StoreError("error", self.scrub(f"opening the store: {type(err).__name__}: {err}")) from None
             return self._store
+
+    def drop_store(self, store: Store) -> None:
+        """Forget ``store`` (it overran a deadline and was aborted); the next call opens a new one."""
+        with self._lock:
+            if self._store is store:
+                self._store = None
 
     def available(self) -> bool:
         return time.monotonic() >= self._down_until
@@ -91,11 +92,11 @@ class Tier:
                 "(retrying after %.0f s; this warning is shown once per process).",
                 self.url,
                 during,
-                _strip(detail, self.parsed.store_url),
+                self.scrub(detail),
                 self.settings.retry_after,
             )
         else:
-            logger.debug("remote cache %s: %s failed again (%s)", self.url, during, _strip(detail, self.parsed.store_url))
+            logger.debug("remote cache %s: %s failed again (%s)", self.url, during, self.scrub(detail))
 
     # -- lookup ---------------------------------------------------------------------------
     def lookup_into(self, entry_dir: str, key: str, versions: Mapping[str, str], staging_dir: str | None = None) -> bool:
@@ -108,50 +109,99 @@ class Tier:
             self.counters["skipped"] += 1
             return False
         self.counters["lookups"] += 1
-        start = time.perf_counter()
         name = self.name(key)
         try:
-            blob = self.store().get(name, self.settings.ttl or None)
+            store = self.store()  # local work (importing the client), not timed against the store
         except Exception as err:
+            self.failed("lookup", err)
+            return False
+        start = time.perf_counter()
+        deadline = time.monotonic() + self.settings.deadline  # one deadline for every exchange below
+        try:
+            blob = self._bounded(deadline, store, lambda: self._fetch(store, name))
+        except entry.EntryRejected as big:  # oversize: refused unread; not a store failure, not deleted
+            self.counters["rejected"] += 1
+            self.counters["rejected_size"] += 1
+            logger.warning("tilecore remote cache %s: refused entry %s (%s); compiling locally.", self.url, key[:16], big)
+            return False
+        except Exception as err:
+            self.counters["lookup_us"] += int((time.perf_counter() - start) * 1e6)
             self.failed("lookup", err)
             return False
         if blob is None:
             self.counters["misses"] += 1
+            self.counters["lookup_us"] += int((time.perf_counter() - start) * 1e6)
             logger.debug("remote cache miss %s (%.1f ms)", key[:16], (time.perf_counter() - start) * 1e3)
             return False
         try:
-            if len(blob) > self.settings.max_entry_bytes:
-                raise entry.EntryRejected("size", f"{len(blob)} bytes exceeds max_entry_bytes={self.settings.max_entry_bytes}")
             found = entry.decode(blob, key, self.full_versions(versions), self.secret)
         except entry.EntryRejected as bad:
-            self._reject(name, key, blob, bad)
+            self._reject(name, key, blob, bad, deadline)
             return False
         fetched = time.perf_counter()
         try:
-            _install(found.files, Path(entry_dir), Path(staging_dir) if staging_dir else Path(entry_dir).parent)
+            install(found.files, Path(entry_dir), Path(staging_dir) if staging_dir else Path(entry_dir).parent)
         except OSError as err:
             self.counters["install_errors"] += 1
             logger.warning("tilecore remote cache: could not install entry %s into %s (%s); compiling locally.", key[:16], entry_dir, err)
             return False
+        if self.settings.ttl and time.monotonic() >= deadline:
+            self.counters["renew_skipped"] += 1  # a slow but complete hit: not renewed this time
+        elif self.settings.ttl:  # renew only what passed verification
+            try:
+                self._bounded(deadline, store, lambda: store.touch(name, self.settings.ttl))
+            except Exception as err:
+                self.failed("renewing a hit", err)
         self.counters["hits"] += 1
         self.counters["bytes_in"] += len(blob)
         self.counters["hit_fetch_verify_us"] += int((fetched - start) * 1e6)
         self.counters["hit_install_us"] += int((time.perf_counter() - fetched) * 1e6)
+        self.counters["lookup_us"] += int((time.perf_counter() - start) * 1e6)
         logger.debug(
             "remote cache hit %s: %d bytes, %d files, %.1f ms", key[:16], len(blob), len(found.files), (time.perf_counter() - start) * 1e3
         )
         return True
 
-    def _reject(self, name: str, key: str, blob: bytes, bad: entry.EntryRejected) -> None:
+    def _bounded(self, deadline: float, store: Store, work: Callable[[], Any]) -> Any:
+        """``work()`` within the lookup's deadline; past it the store is aborted and dropped."""
+        try:
+            return call_within(deadline, self.settings.deadline, store, work)
+        except StoreError as err:
+            if err.kind == "timeout" and "lookup deadline" in str(err):
+                self.counters["deadline_exceeded"] += 1
+                self.drop_store(store)
+            raise
+
+    def _fetch(self, store: Store, name: str) -> bytes | None:
+        """The blob under ``name``; its size is checked first where the store can tell it."""
+        limit = self.settings.max_entry_bytes
+        size = store.size(name)
+        if size == 0:
+            return None
+        if size is not None and size > limit:
+            raise entry.EntryRejected("size", f"{size} bytes exceeds max_entry_bytes={limit}; not downloaded")
+        blob = store.get(name, None)
+        if blob is not None and len(blob) > limit:
+            raise entry.EntryRejected("size", f"{len(blob)} bytes exceeds max_entry_bytes={limit}")
+        return blob
+
+    def _reject(self, name: str, key: str, blob: bytes, bad: entry.EntryRejected, deadline: float) -> None:
+        """Count and report a refused entry and delete it (compare-and-delete, so a good entry
+        published meanwhile stays), so that the recompiled kernel can be published in its place.
+        Unsigned and wrongly signed entries go too: fleets with different keys need different
+        ``prefix`` settings (docs/remote-cache.md)."""
         self.counters["rejected"] += 1
         self.counters[f"rejected_{bad.reason}"] += 1
-        logger.warning("tilecore remote cache %s: refused entry %s (%s); recompiling locally.", self.url, key[:16], bad)
-        if bad.reason != "signature":  # a signature mismatch may be another key's fleet: leave it alone
-            try:
-                if self.store().delete_if_same(name, blob):
-                    self.counters["dropped_bad"] += 1
-            except Exception as err:
-                self.failed("removing a bad entry", err)
+        logger.warning("tilecore remote cache %s: refused entry %s (%s); deleting it and recompiling locally.", self.url, key[:16], bad)
+        if time.monotonic() >= deadline:
+            self.counters["drop_skipped"] += 1  # no time left: it stays, unrenewed, until its TTL
+            return
+        try:
+            store = self.store()
+            if self._bounded(deadline, store, lambda: store.delete_if_same(name, blob)):
+                self.counters["dropped_bad"] += 1
+        except Exception as err:
+            self.failed("removing a bad entry", err)
 
     # -- publication ----------------------------------------------------------------------
     def publish_async(self, entry_dir: str, key: str, versions: Mapping[str, str], verify: Verifier | None = None) -> bool:
@@ -165,11 +215,11 @@ class Tier:
             return False
         with self._lock:
             if self._publisher is None:
-                self._publisher = _Publisher(self)
+                self._publisher = Publisher(self)
             publisher = self._publisher
-        return publisher.submit(_Job(entry_dir, key, dict(versions), verify))
+        return publisher.submit(Job(entry_dir, key, dict(versions), verify))
 
-    def publish_now(self, job: _Job) -> None:
+    def publish_now(self, job: Job) -> None:
         """Read, sign and store one entry (the publisher thread's work)."""
         if not self.available():
             self.counters["publish_skipped"] += 1
@@ -179,7 +229,7 @@ class Tier:
             logger.debug("remote cache: local entry %s failed its integrity check; not published", job.key[:16])
             return
         try:
-            files = _read_entry(Path(job.entry_dir), self.settings.max_entry_bytes)
+            files = read_entry(Path(job.entry_dir), self.settings.max_entry_bytes)
         except OSError as err:
             logger.debug("remote cache: cannot read local entry %s (%s); not published", job.entry_dir, err)
             return
@@ -202,7 +252,7 @@ class Tier:
                 "tilecore remote cache %s: publishing refused (%s); using the remote cache read-only in this process "
                 "(add ?publish=0 to the URL to skip publishing).",
                 self.url,
-                _strip(str(err), self.parsed.store_url),
+                self.scrub(str(err)),
             )
             return
         except Exception as err:
@@ -267,99 +317,3 @@ class Tier:
                 total -= stored.size
         removed_lru = store.delete(evict) if evict else 0
         return {"removed_other_versions": removed_other, "removed_lru": removed_lru, "bytes_left": total}
-
-
-class _Publisher:
-    """One daemon thread draining a bounded queue; flushed for a bounded time at exit."""
-
-    def __init__(self, tier: Tier) -> None:
-        self.tier = tier
-        self.jobs: queue.Queue[_Job] = queue.Queue(maxsize=tier.settings.max_pending)
-        self.pid = os.getpid()
-        self.thread = threading.Thread(target=self._run, name="tilecore-remote-publish", daemon=True)
-        self.thread.start()
-        atexit.register(self._at_exit)
-
-    def submit(self, job: _Job) -> bool:
-        try:
-            self.jobs.put_nowait(job)
-        except queue.Full:
-            self.tier.counters["publish_dropped"] += 1
-            logger.debug("remote cache: publish queue full; entry %s stays local", job.key[:16])
-            return False
-        return True
-
-    def _run(self) -> None:
-        while True:
-            job = self.jobs.get()
-            try:
-                self.tier.publish_now(job)
-            except Exception:  # a publisher bug must not kill the thread or the process
-                logger.debug("remote cache: publishing %s failed", job.key[:16], exc_info=True)
-            finally:
-                self.jobs.task_done()
-
-    def flush(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        with self.jobs.all_tasks_done:
-            while self.jobs.unfinished_tasks:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self.jobs.all_tasks_done.wait(left)
-        return True
-
-    def _at_exit(self) -> None:
-        if os.getpid() != self.pid or self.tier._publisher is not self:
-            return
-        if not self.flush(self.tier.settings.flush_timeout):
-            logger.debug("remote cache: %d publication(s) abandoned at exit", self.jobs.unfinished_tasks)
-
-
-def _strip(text: str, secret_url: str) -> str:
-    """Error texts from clients may quote the URL; never let credentials through."""
-    return text.replace(secret_url, redact(secret_url)) if secret_url else text
-
-
-def _read_entry(entry_dir: Path, limit: int) -> dict[str, bytes] | None:
-    files: dict[str, bytes] = {}
-    total = 0
-    for path in sorted(entry_dir.iterdir()):
-        if path.name.startswith(".") or not path.is_file() or path.is_symlink():
-            continue  # temporary siblings of an atomic write, or anything that is not plain data
-        data = path.read_bytes()
-        total += len(data)
-        if total > limit:
-            return None
-        files[path.name] = data
-    if not files:
-        raise OSError(errno.ENOENT, "empty cache entry", str(entry_dir))
-    return files
-
-
-def _install(files: Mapping[str, bytes], entry_dir: Path, staging_root: Path) -> None:
-    """Write ``files`` into a private staging dir and rename it to ``entry_dir`` in one step.
-
-    If another process installed ``entry_dir`` first, theirs stays and ours is dropped.
-
-    No ``fsync``: the rename makes the entry appear whole to every other process, and what a
-    crash could leave behind (a file cut short or empty) is refused on load -- tilelang checks
-    every file of an entry against its manifest (sizes; SHA-256 of the library and params) and
-    a backend's adapter checks its library again (``tilecore.artifacts``) -- so it is a miss,
-    never a wrong kernel.  The fsyncs were 26-44 ms of a ~75 ms remote hit on a loaded disk
-    (docs/benchmarks/cache.md, "what a hit costs")."""
-    staging_root.mkdir(parents=True, exist_ok=True)
-    staging = staging_root / f"{entry_dir.name}_remote_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    staging.mkdir(mode=0o700)
-    try:
-        for name, data in files.items():
-            (staging / name).write_bytes(data)
-        entry_dir.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.rename(staging, entry_dir)
-        except OSError as err:
-            if err.errno not in (errno.EEXIST, errno.ENOTEMPTY):
-                raise
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
