@@ -52,6 +52,7 @@ def main() -> int:
     parser.add_argument("--jsonl", type=Path, help="append one line per program (source and outcomes) here")
     parser.add_argument("--no-shrink", action="store_true", help="do not shrink WRONG programs")
     parser.add_argument("--quiet", action="store_true", help="no line per program")
+    parser.add_argument("--minutes", type=float, default=0.0, help="stop running programs after this long (0: no limit)")
     args = parser.parse_args()
     logging.disable(logging.INFO)
 
@@ -64,7 +65,12 @@ def main() -> int:
 
     def visit(prog: Program) -> None:
         nonlocal done
-        outcomes = {t: run_on(prog, t, seed=done) for t in TARGETS}
+        if args.minutes and time.monotonic() - started > args.minutes * 60:
+            return  # out of time: the remaining draws are skipped (hypothesis cannot be stopped early)
+        try:
+            outcomes = {t: run_on(prog, t, seed=done) for t in TARGETS}
+        except Exception as err:  # a harness bug must not end a long run: counted as a crash
+            outcomes = {t: Outcome("crash", f"harness: {type(err).__name__}: {err}"[:200]) for t in TARGETS}
         done += 1
         pairs[(outcomes["c"].status, outcomes["tpu"].status)] += 1
         for t, o in outcomes.items():
@@ -84,7 +90,9 @@ def main() -> int:
 
     _draw(args.count, args.seed, visit)
     minutes = (time.monotonic() - started) / 60
-    print(f"\n{done} programs, seed {args.seed}, {minutes:.1f} min ({done / max(minutes, 1e-9):.1f} programs/min), pid {os.getpid()}")
+    print(
+        f"\n{done} programs run of {args.count} drawn, seed {args.seed}, {minutes:.1f} min ({done / max(minutes, 1e-9):.1f} programs/min), pid {os.getpid()}"
+    )
     print("\n| c \\ tpu | " + " | ".join(("match", "refused", "WRONG", "crash", "invalid")) + " |")
     print("|---|---|---|---|---|---|")
     for c in ("match", "refused", "WRONG", "crash", "invalid"):

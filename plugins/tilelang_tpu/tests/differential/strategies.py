@@ -122,15 +122,14 @@ def _unary(draw: Any, dtype: str, a: Node) -> Node:
         lo = draw(st.sampled_from((-2.0, -0.5, 0.0)))
         hi = lo + draw(st.sampled_from((0.5, 1.0, 3.0)))
         return Node("clamp", dtype, (a,), value=(lo, hi), bound=max(abs(lo), abs(hi)), exact=a.exact)
-    bound = {
-        "neg": a.bound,
-        "abs": a.bound,
-        "exp": 2.72**a.bound,
-        "log": a.bound,
-        "sqrt": a.bound**0.5 + 1,
-        "rsqrt": 1.0,
-        "sigmoid": 1.0,
-    }[op]
+    if op == "exp":
+        bound = 2.72 ** min(a.bound, 50.0)
+    elif op == "sqrt":
+        bound = a.bound**0.5 + 1
+    elif op in ("rsqrt", "sigmoid"):
+        bound = 1.0
+    else:  # neg, abs, log
+        bound = a.bound
     return Node(op, dtype, (a,), bound=bound, exact=a.exact and op in ("neg", "abs"))
 
 
@@ -177,7 +176,7 @@ def _binary(draw: Any, dtype: str, a: Node, b: Node) -> Node:
 def inputs_strategy(draw: Any, serial: bool) -> tuple[Input, ...]:
     """1-3 inputs; ``T.alloc_local`` tiles only in T.serial programs (TileLang rejects a local
     buffer indexed by a T.Parallel variable)."""
-    scopes = ("shared", "fragment", "local", "local") if serial else ("shared", "fragment")
+    scopes = ("shared", "fragment", "local", "local") if serial else ("shared", "fragment", "fragment")
     n = draw(st.integers(1, 3))
     out = []
     for k in range(n):
