@@ -17,7 +17,9 @@ init]}, init one of randn/rand/ones/zeros/randint:LO:HI/arange); ``args`` (posit
 arguments: tensor names, or ``{"value": v}``); ``kwargs``; ``style`` (``eager``: the call runs
 the kernel and returns its outputs; ``lazy``: the call returns a kernel, run on ``call``, the
 outputs being the returned tensors and then the tensors named in ``outputs``);
-``reference`` ({"fn": name in REFERENCES, ...its parameters}); ``tol``.
+``reference`` ({"fn": name in REFERENCES, ...its parameters}, or {"expr": a torch expression
+over the tensors ``t``}); ``tol``.  ``style`` ``prim_func``: the call returns a PrimFunc (an
+upstream test's builder), compiled with ``out_idx`` and run on ``call``.
 """
 
 from __future__ import annotations
@@ -132,13 +134,19 @@ def run_one(entry: dict[str, Any], checkout: Path, target: str) -> tuple[str, st
     tensors = {n: _make(s, gen) for n, s in entry.get("tensors", {}).items()}
     before = {n: t.clone() for n, t in tensors.items() if n not in entry.get("outputs", [])}
     args = [tensors[a] if isinstance(a, str) else a["value"] for a in entry.get("args", [])]
-    impl.target = target
-    impl._kernel_cache.clear()
-    if target == "c":
+    if hasattr(impl, "_kernel_cache"):  # @tilelang.jit: only its target changes
+        impl.target = target
+        impl._kernel_cache.clear()
+    if target == "c" and hasattr(impl, "pass_configs"):
         impl.pass_configs = {**(impl.pass_configs or {}), **C_PASS_CONFIGS}
     try:
         result = impl(*args, **entry.get("kwargs", {}))
-        if entry.get("style", "eager") == "lazy":
+        if entry.get("style", "eager") == "prim_func":  # a builder returning a PrimFunc
+            import tilelang
+
+            configs = C_PASS_CONFIGS if target == "c" else None
+            result = tilelang.compile(result, target=target, out_idx=entry.get("out_idx"), pass_configs=configs)
+        if entry.get("style", "eager") in ("lazy", "prim_func"):
             result = result(*[tensors[n] for n in entry["call"]])
     except Exception as err:  # classified
         return _classify(err, target)
@@ -148,7 +156,13 @@ def run_one(entry: dict[str, Any], checkout: Path, target: str) -> tuple[str, st
         if not torch.equal(original, tensors[name]):
             return "WRONG", f"the kernel wrote its input {name}"
     ref = dict(entry["reference"])
-    expected = REFERENCES[ref.pop("fn")](tensors, **ref)
+    if "expr" in ref:  # a torch expression over the tensors ``t`` (this project's own reference)
+        value = eval(ref["expr"], {"torch": torch, "F": F, "t": tensors})  # noqa: S307 -- the committed manifest
+        expected = list(value) if isinstance(value, (tuple, list)) else [value]
+    else:
+        expected = REFERENCES[ref.pop("fn")](tensors, **ref)
+    if len(outs) != len(expected):
+        return "WRONG", f"{len(outs)} outputs, the reference has {len(expected)}"
     tol = entry.get("tol", 1e-2)
     for k, (got, exp) in enumerate(zip(outs, expected, strict=False)):
         try:
