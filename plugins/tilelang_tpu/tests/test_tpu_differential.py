@@ -86,3 +86,17 @@ def test_found_serial_max_of_cast_index_divided(dtype: str) -> None:
     assert run_on(prog, "c").status == "match"
     outcome = run_on(prog, "tpu")
     assert outcome.status == "match", outcome.detail
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.xfail(strict=True, reason="tpu bug K1 (tpu-diff triage): the emulator dies on a 16-bit reduce of 16 columns")
+def test_found_fp16_reduce_of_16_columns(dtype: str) -> None:
+    """Found by the long run (seed 2026), shrunk: ``T.reduce_sum`` of a (1, 16) fp16/bf16 fragment
+    kills the emulator worker (40 columns, or fp32, run and match).  Strict xfail: remove the
+    mark when fixed."""
+    from differential.program import Input, Node
+
+    x = Input("X0", dtype, "direct", "shared")
+    prog = Program(M=3, N=16, BM=1, inputs=(x,), expr=Node("read", dtype, value="X0", bound=4, exact=True), mode="reduce", reduce="sum")
+    outcome = run_on(prog, "tpu")
+    assert outcome.status == "match", outcome.detail
