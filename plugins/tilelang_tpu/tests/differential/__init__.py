@@ -11,3 +11,14 @@ compared with torch evaluating the same expression tree.
 Used by ``tests/test_tpu_differential.py`` (a seeded corpus) and
 ``benchmarks/tpu_differential.py`` (long runs printing the classification table).
 """
+
+import os as _os
+from pathlib import Path as _Path
+
+from hypothesis.configuration import set_hypothesis_home_dir as _set_home
+
+# Hypothesis keeps a cache (``constants``) under ``./.hypothesis`` by default: nothing goes in the
+# cwd, so it lives in the user's cache directory unless HYPOTHESIS_STORAGE_DIRECTORY says otherwise.
+if not _os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+    _cache = _Path(_os.environ.get("XDG_CACHE_HOME") or _Path.home() / ".cache")
+    _set_home(_cache / "tilecore" / "hypothesis")
