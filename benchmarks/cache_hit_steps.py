@@ -84,7 +84,7 @@ def instrument(clock: StepClock) -> None:
     from tilelang.cache.kernel_cache import KernelCache
     from tilelang.jit.kernel import JITKernel
 
-    from tilecore.registry import Registry
+    from tilecore._registry import Registry
 
     for name in ("resolve", "upstream_extra", "find_upstream", "setup"):
         setattr(Registry, name, clock.wrap("resolve target", getattr(Registry, name)))

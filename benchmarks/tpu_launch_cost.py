@@ -81,7 +81,7 @@ def main() -> None:
     args = parser.parse_args()
     from tilelang_tpu import setup
 
-    from tilecore.paths import private_tempdir
+    from tilecore.kit.paths import private_tempdir
 
     os.environ.setdefault(setup.TOOLCHAIN_DIR_ENV, str(setup.install_root()))
     with private_tempdir("tpu-launch-cost-") as scratch:

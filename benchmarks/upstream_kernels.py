@@ -29,6 +29,7 @@ import importlib.util
 import json
 import logging
 import sys
+import tempfile
 import traceback
 from pathlib import Path
 from typing import Any
@@ -181,6 +182,9 @@ def main() -> int:
     parser.add_argument("--verbose", action="store_true", help="print tracebacks of crashes")
     args = parser.parse_args()
     logging.disable(logging.WARNING)
+    # tilelang's C adapter leaves its sources and libraries in the temp dir: keep them in one we remove.
+    scratch = tempfile.TemporaryDirectory(prefix="tilecore-upstream-kernels-")
+    tempfile.tempdir = scratch.name
     entries = [e for e in json.loads(args.manifest.read_text()) if not args.only or args.only in e["name"]]
     targets = args.targets.split(",")
     rows: list[tuple[str, dict[str, tuple[str, str]]]] = []

@@ -16,8 +16,10 @@ source of the function it parses), so nothing is written to disk.
 
 from __future__ import annotations
 
+import functools
 import linecache
 import re
+import tempfile
 import traceback
 from dataclasses import dataclass
 from itertools import count
@@ -78,8 +80,26 @@ def make_inputs(prog: Program, seed: int) -> dict[str, torch.Tensor]:
 def compile_for(prog: Program, target: str) -> Any:
     import tilelang
 
-    configs = C_PASS_CONFIGS if target == "c" else None
-    return tilelang.compile(build(prog), target=target, pass_configs=configs)
+    if target != "c":
+        return tilelang.compile(build(prog), target=target)
+    # tilelang's own C adapter writes its source and library with tempfile (delete=False) and never
+    # removes them: compile under a private directory that is removed when the process exits.
+    saved = tempfile.tempdir
+    tempfile.tempdir = _c_scratch()
+    try:
+        return tilelang.compile(build(prog), target=target, pass_configs=C_PASS_CONFIGS)
+    finally:
+        tempfile.tempdir = saved
+
+
+@functools.cache
+def _c_scratch() -> str:
+    scratch = tempfile.TemporaryDirectory(prefix="tilecore-diff-c-")  # removed at exit (its finaliser)
+    _SCRATCH.append(scratch)
+    return scratch.name
+
+
+_SCRATCH: list[tempfile.TemporaryDirectory[str]] = []
 
 
 def _first_line(err: BaseException) -> str:
