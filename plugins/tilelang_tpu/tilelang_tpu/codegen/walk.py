@@ -30,7 +30,7 @@ from tilelang_tpu.codegen.emit.elements import (
 from tilelang_tpu.codegen.emit.parallel import elementwise, emit_parallel
 from tilelang_tpu.codegen.emit.serial_ops import emit_fill_elements, per_element_loop
 from tilelang_tpu.codegen.entry import declare_globals
-from tilelang_tpu.codegen.ir import is_const, is_zero, min_extent_range, op_name, region, stmt_text
+from tilelang_tpu.codegen.ir import is_const, is_zero, min_extent_range, op_name, region, stmt_text, updates_in_place_before_loading
 from tilelang_tpu.codegen.layout import DTYPES, REDUCE_ALIGN, WORD_PAIR_DTYPES, storage_dims, storage_type, to4
 from tilelang_tpu.codegen.masked_gemm import masked_gemm
 from tilelang_tpu.codegen.plan import GridSplit, clearing_reduce, first_step_gemm, grid_split, overwriting_gemm, plan_kernel
@@ -300,6 +300,7 @@ def for_(em: EmitContext, loop: Any) -> None:
         not single_trip
         and not elements
         and (("num_stages" in loop.annotations and int(loop.annotations["num_stages"]) > 1) or loop.same_as(em.plan.pipelined_grid))
+        and not updates_in_place_before_loading(loop.body)
     ):
         # T.Pipelined, or the innermost T.Kernel grid loop (its iterations are independent
         # blocks): ppl-compile software-pipelines the loop body, overlapping the DMA of the
