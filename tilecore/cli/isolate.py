@@ -26,7 +26,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor

@@ -9,12 +9,12 @@ import os
 import queue
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from tilecore.remote.tier import Tier
+from tilecore.remote.settings import Settings
 
 logger = logging.getLogger("tilecore.remote")
 
@@ -30,10 +30,20 @@ class Job:
     verify: Verifier | None
 
 
+class PublishingTier(Protocol):
+    """What the publisher needs of its tier (:class:`tilecore.remote.tier.Tier`), without importing it back."""
+
+    settings: Settings
+    counters: Counter[str]
+    _publisher: Publisher | None
+
+    def publish_now(self, job: Job) -> None: ...
+
+
 class Publisher:
     """One daemon thread draining a bounded queue; flushed for a bounded time at exit."""
 
-    def __init__(self, tier: Tier) -> None:
+    def __init__(self, tier: PublishingTier) -> None:
         self.tier = tier
         self.jobs: queue.Queue[Job] = queue.Queue(maxsize=tier.settings.max_pending)
         self.pid = os.getpid()
