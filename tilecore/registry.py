@@ -27,7 +27,7 @@ from typing import Any
 import pluggy
 
 from tilecore import hookspecs
-from tilecore._version import API_VERSION, __version__
+from tilecore._version import API_VERSION, PROJECT_URL, __version__
 from tilecore.discovery import DiscoveredBackend, PluginPolicy, discover
 from tilecore.errors import (
     AmbiguousTargetError,
@@ -647,7 +647,12 @@ class Registry:
             parts.append(f"tilelang's built-in target kinds: {', '.join(builtin)}.")
         dist = _known_distributions().get(kind)
         if dist is not None:
-            parts.append(f"Target {kind!r} is provided by the distribution {dist!r}: pip install {dist}")
+            source = _known_targets()["sources"].get(dist, "")
+            parts.append(
+                f"Target {kind!r} is provided by the distribution {dist!r}: pip install {dist} "
+                f"(before it is on the package index: `pip install ./{source}` in a clone of {PROJECT_URL}, "
+                f"or `pip install --find-links dist {dist}` after `make dist` there)."
+            )
         failed = [f"{b.label}: {b.error_text()}" for b in self._backends if b.state is State.FAILED]
         if failed:
             parts.append("Backends that failed to load: " + "; ".join(failed) + ".")

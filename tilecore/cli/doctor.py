@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tilecore.cli import Command
+from tilecore._version import docs_url
 
 #: Extra report sections, as ``"module:function"``; one line per section.
 DOCTOR_SECTIONS: list[str] = ["tilecore.remote.cli:doctor_section"]
@@ -66,7 +67,7 @@ def run_sections(context: DoctorContext) -> list[dict[str, Any]]:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="machine-readable output (schema: docs/user-guide.md, 'JSON output')")
+    parser.add_argument("--json", action="store_true", help=f"machine-readable output (schema: {docs_url('user-guide.md#json-output-schema_version-1')})")
     parser.add_argument(
         "--target",
         action="append",

@@ -280,6 +280,17 @@ def info(as_json: bool) -> int:
     return 0
 
 
+def constructs() -> int:
+    """``tilelang-tpu constructs``: the construct table from the installed package (a wheel ships no docs/)."""
+    from tilelang_tpu.codegen_constructs import markdown_table, supported_tile_ops_hint
+
+    print(f"tilelang-tpu {__version__}: TileLang constructs and the PPL the tpu code generator emits for them.")
+    print("A kernel using a construct marked refused fails to compile with a message naming it and the fix.\n")
+    print(markdown_table(), end="")
+    print(f"\n{supported_tile_ops_hint()}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tilelang-tpu", description=f"tilelang-tpu {__version__}: SophGo TPU backend for TileLang")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -293,7 +304,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     install_parser.add_argument("--force", action="store_true", help="reinstall even if present")
     info_parser = actions.add_parser("info", help="show which toolchain tilelang-tpu uses and how it was found")
     info_parser.add_argument("--json", action="store_true", help="machine-readable output")
+    commands.add_parser(
+        "constructs",
+        help="print the TileLang constructs the tpu code generator supports, what it emits for each, "
+        "and what to write instead of a refused one (the table of docs/backends/tpu-codegen.md)",
+    )
     args = parser.parse_args(argv)
+    if args.command == "constructs":
+        return constructs()
     try:
         if args.action == "install":
             install(args.version, args.wheel, args.force)
