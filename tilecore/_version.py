@@ -19,6 +19,7 @@ def docs_url(page: str) -> str:
     a wheel ships no docs/ folder, and a tagged URL stays valid and matches the installed version."""
     return f"{PROJECT_URL}/blob/v{__version__}/docs/{page}"
 
+
 #: (major, minor) of the plugin API.  A backend declares the version it was
 #: written for as ``tilecore_api_version = "1.0"``; a different major is refused.
 #: 1.1 added the optional hook ``tilecore_doctor_target`` and ``tilecore_role``.

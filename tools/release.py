@@ -67,10 +67,15 @@ for module in (tilecore, tilelang):
 def add(M, N, block_M, block_N, dtype="float32"):
     @T.prim_func
     def main(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype), C: T.Tensor((M, N), dtype)):
-        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=1) as (bx, by):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            a = T.alloc_fragment((block_M, block_N), dtype)
+            b = T.alloc_fragment((block_M, block_N), dtype)
+            c = T.alloc_fragment((block_M, block_N), dtype)
+            T.copy(A[by * block_M, bx * block_N], a)
+            T.copy(B[by * block_M, bx * block_N], b)
             for i, j in T.Parallel(block_M, block_N):
-                if by * block_M + i < M and bx * block_N + j < N:
-                    C[by * block_M + i, bx * block_N + j] = A[by * block_M + i, bx * block_N + j] + B[by * block_M + i, bx * block_N + j]
+                c[i, j] = a[i, j] + b[i, j]
+            T.copy(c, C[by * block_M, bx * block_N])
 
     return main
 
@@ -93,7 +98,7 @@ def family_version() -> str:
     for name, _, version_file in DISTRIBUTIONS:
         match = _VERSION.search((ROOT / version_file).read_text())
         if match is None:
-            raise SystemExit(f"{version_file}: no `__version__ = \"...\"` line")
+            raise SystemExit(f'{version_file}: no `__version__ = "..."` line')
         versions[name] = match.group(1)
     if len(set(versions.values())) != 1:
         raise SystemExit(f"the five distributions must share one version, found {versions}")
@@ -193,7 +198,12 @@ def check(folder: Path, torch_requirement: str, torch_index: str | None, work: P
     print(f"installed {len(wheels)} wheels and their dependencies in {time.perf_counter() - started:.0f} s")
     outside = work / "elsewhere"
     outside.mkdir()
+    # The SophGo toolchain `tilelang-tpu toolchain install` keeps in the user's cache (make setup installed
+    # it): found before the caches below are redirected, so the fresh venv's install command is a no-op.
+    where = "from tilelang_tpu.setup import install_root; print(install_root())"
+    toolchains = run([python, "-I", "-c", where], cwd=work).strip()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "TILECORE_", "TILELANG_"))}
+    env["TILELANG_TPU_TOOLCHAIN_DIR"] = toolchains
     env["TILELANG_CACHE_DIR"] = str(work / "tilelang-cache")
     env["TILECORE_CACHE_DIR"] = str(work / "tilecore-cache")
     env["TMPDIR"] = str(work)

@@ -12,15 +12,17 @@ import argparse
 import json
 import sys
 
-from tilecore.cli import Command
 from tilecore._version import docs_url
+from tilecore.cli import Command
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--load", action="store_true", help="import each backend (in its own subprocess) and show state, availability, errors"
     )
-    parser.add_argument("--json", action="store_true", help=f"machine-readable output (schema: {docs_url('user-guide.md#json-output-schema_version-1')})")
+    parser.add_argument(
+        "--json", action="store_true", help=f"machine-readable output (schema: {docs_url('user-guide.md#json-output-schema_version-1')})"
+    )
     parser.add_argument(
         "--timeout",
         type=float,

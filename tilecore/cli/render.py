@@ -103,7 +103,11 @@ def render_backend(out: Writer, b: dict[str, Any], *, loaded: bool) -> None:
 def render_toolchain(out: Writer, tc: dict[str, Any]) -> None:
     checked = f" (checked with {tc['checked_with']})" if tc["checked_with"] else ""
     if not tc["ok"]:
-        out.field("toolchain", f"ERROR{checked}: {tc['error']}", 5)
+        error = str(tc["error"])
+        if tc["fix"]:  # TilecoreError appends " Fix: ..." to its message: print the fix once, on its own line
+            error = error.replace(f" Fix: {tc['fix']}", "")
+        status = "not on this machine" if tc.get("not_on_this_machine") else "ERROR"
+        out.field("toolchain", f"{status}{checked}: {error}", 5)
         if tc["fix"]:
             out.field("fix", tc["fix"], 6)
         return
@@ -141,4 +145,6 @@ def summary_line(report: dict[str, Any]) -> str:
     parts.append(f"{s['targets']} target(s), {s['available']} available here")
     if report["command"] == "doctor":
         parts.append(f"{s['toolchain_errors']} toolchain error(s)")
+        if s.get("not_on_this_machine"):
+            parts.append(f"{s['not_on_this_machine']} target(s) not on this machine")
     return "; ".join(parts)

@@ -307,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands.add_parser(
         "constructs",
         help="print the TileLang constructs the tpu code generator supports, what it emits for each, "
-        "and what to write instead of a refused one (the table of docs/backends/tpu-codegen.md)",
+        "and what to write instead of a refused one",
     )
     args = parser.parse_args(argv)
     if args.command == "constructs":
