@@ -169,6 +169,15 @@ def _known_targets() -> dict[str, Any]:
     return data
 
 
+def _add_claim_fix(name: str, backend: Backend) -> str:
+    """The fix for a target name missing from a backend's installed ``tilecore.targets`` metadata."""
+    return (
+        f'add {name} = "{backend.value}" under [project.entry-points."tilecore.targets"] of {backend.distribution}, '
+        "then reinstall it: entry points are read from the installed metadata, so a pyproject.toml that already "
+        "lists it needs the install run again (pip install -e . for an editable install)"
+    )
+
+
 def _known_distributions() -> dict[str, str]:
     return dict(_known_targets()["distributions"])
 
@@ -426,7 +435,7 @@ class Registry:
                     if not in_process and not (backend.complete and name in claims):
                         raise PluginValidationError(
                             f"{backend.label} takes over tilelang's built-in kind {name!r} but its metadata does not list it.",
-                            fix=f'add {name} = "{backend.value}" under [project.entry-points."tilecore.targets"] of {backend.distribution}',
+                            fix=_add_claim_fix(name, backend),
                         )
                 if in_process or name in claims:
                     continue
@@ -434,7 +443,7 @@ class Registry:
                     raise PluginValidationError(
                         f"{backend.label} declares target {name!r}, which its distribution's tilecore.targets metadata does not list "
                         f"(it lists {choices_text(claims)}).",
-                        fix=f'add {name} = "{backend.value}" under [project.entry-points."tilecore.targets"] of {backend.distribution}',
+                        fix=_add_claim_fix(name, backend),
                     )
                 others = [b for b in self._backends if b is not backend and b.state is not State.BLOCKED and name in b.claims]
                 if others:

@@ -11,7 +11,9 @@
    dist folder alone; their dependencies come from the package index;
 4. from a folder outside the repository and with ``python -I`` (no source tree on ``sys.path``), a
    democpu kernel and a tpu kernel run on random data and are compared with torch;
-5. the tests shipped in the plugin sdists run from the unpacked sdists against the installed wheels.
+5. the conformance suite runs in its ``-p`` and ``--pyargs`` forms from the folder holding the venv, under a
+   conftest that isolates caches per test (F3 of issue 22);
+6. the tests shipped in the plugin sdists run from the unpacked sdists against the installed wheels.
 
 Everything temporary lives in one private folder that is removed at the end.
 """
@@ -90,6 +92,14 @@ torch.testing.assert_close(c, a + b, rtol=0, atol=0)
 assert torch.equal(a, a0) and torch.equal(b, b0), "the kernel changed its inputs"
 print(f"{target}: add 65x100 (tiles 32x64) equals torch; tilecore {tilecore.__version__} from {tilecore.__file__}")
 """
+
+
+#: A project's conftest that isolates caches per test, as the repository's does (issue 22, F3).
+PROJECT_CONFTEST = """
+from tilecore.testing import tilecore_isolated_caches  # noqa: F401  (autouse: fresh caches per test)
+"""
+#: The conformance cases run in both forms: declaration, a kernel, and the disk-cache second process.
+CONFORMANCE_CASES = "declaration or copy or disk_cache"
 
 
 def family_version() -> str:
@@ -217,6 +227,15 @@ def check(folder: Path, torch_requirement: str, torch_index: str | None, work: P
     run([venv / "bin" / "tilelang-tpu", "toolchain", "install"], cwd=outside, env=env)
     for target in ("democpu", "tpu"):
         print(run([python, "-I", script, target], cwd=outside, env=env).strip().splitlines()[-1])
+
+    print("== the conformance suite, -p and --pyargs forms, from a folder with a cache-isolating conftest")
+    # The venv lies inside the folder, so pytest meets the conftest walking up from the case files.
+    (work / "conftest.py").write_text(PROJECT_CONFTEST)
+    (work / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
+    for form in (["-p", "tilecore.conformance"], ["--pyargs", "tilecore.conformance"]):
+        command = [python, "-I", "-m", "pytest", *form, "--tilecore-target=democpu", "-k", CONFORMANCE_CASES, "-q"]
+        output = run(command, cwd=work, env=env)
+        print(f"{' '.join(form)}: {output.strip().splitlines()[-1]}")
 
     print("== the plugin sdists' own tests, from the unpacked sdists")
     for name, tests in SDIST_TESTS.items():

@@ -68,7 +68,7 @@ def run_sections(context: DoctorContext) -> list[dict[str, Any]]:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--json", action="store_true", help=f"machine-readable output (schema: {docs_url('user-guide.md#json-output-schema_version-1')})"
+        "--json", action="store_true", help=f"machine-readable output (schema: {docs_url('user-guide.md#json-output-schema_version-2')})"
     )
     parser.add_argument(
         "--target",

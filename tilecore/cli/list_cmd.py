@@ -21,7 +21,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--load", action="store_true", help="import each backend (in its own subprocess) and show state, availability, errors"
     )
     parser.add_argument(
-        "--json", action="store_true", help=f"machine-readable output (schema: {docs_url('user-guide.md#json-output-schema_version-1')})"
+        "--json", action="store_true", help=f"machine-readable output (schema: {docs_url('user-guide.md#json-output-schema_version-2')})"
     )
     parser.add_argument(
         "--timeout",

@@ -15,7 +15,7 @@ from tilecore.errors import TilecoreError, did_you_mean
 from tilecore.registry import Backend, Registry, State, example_text, probe
 from tilecore.targets import ResolvedTarget, TargetSpec, bind_options, target_kind
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def version_of(dist: str) -> str | None:
@@ -269,16 +269,19 @@ def loaded_report(registry: Registry, *, doctor: bool, targets: list[str], timeo
     }
 
 
-def summary(entries: list[dict[str, Any]]) -> dict[str, int]:
+def summary(entries: list[dict[str, Any]]) -> dict[str, int | None]:
     states = [e["state"] for e in entries]
     targets = [t for e in entries for t in e["targets"]]
+    loaded = any(s == State.LOADED.value for s in states)
     return {
         "backends": len(entries),
         "loaded": states.count(State.LOADED.value),
         "failed": states.count(State.FAILED.value),
         "blocked": states.count(State.BLOCKED.value),
         "not_loaded": states.count(State.DISCOVERED.value),
-        "targets": len(targets) if any(s == State.LOADED.value for s in states) else sum(len(e["metadata_targets"]) for e in entries),
+        # Declared targets are known only once loaded; without --load only names (with aliases) are.
+        "targets": len(targets) if loaded else None,
+        "target_names": sum(len(t["aliases"]) + 1 for t in targets) if loaded else sum(len(e["metadata_targets"]) for e in entries),
         "available": sum(1 for t in targets if t["available"]),
         "toolchain_errors": sum(1 for t in targets if _toolchain_failed(t["toolchain"])),
         "not_on_this_machine": sum(1 for t in targets if t["toolchain"] is not None and t["toolchain"].get("not_on_this_machine")),

@@ -319,7 +319,10 @@ def test_doc_construct_table_is_generated_from_the_code() -> None:
     (regenerate with ``python -m tilelang_tpu.codegen_constructs``)."""
     from tilelang_tpu import codegen_constructs
 
-    doc = (Path(__file__).resolve().parents[3] / "docs" / "backends" / "tpu-codegen.md").read_text()
+    page = Path(__file__).resolve().parents[3] / "docs" / "backends" / "tpu-codegen.md"
+    if not page.is_file():  # the sdist ships no docs/; `tilelang-tpu constructs` prints the table there
+        pytest.skip(f"{page} is in the repository only")
+    doc = page.read_text()
     section = doc.split(codegen_constructs.DOC_START + "\n", 1)[1].split(codegen_constructs.DOC_END, 1)[0]
     assert section == codegen_constructs.markdown_table()
 
