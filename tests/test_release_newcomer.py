@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tcsupport import FakeSite
+from tcsupport import FakeSite, good_backend
 
 from tilecore.conformance.report import shorten
 
@@ -130,3 +130,29 @@ def test_demo_prints_only_its_table(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.startswith("democpu ") and "max |error| vs torch 0.00e+00" in proc.stdout
     assert "INFO" not in proc.stdout + proc.stderr, proc.stderr[-2000:]
+
+
+def test_doctor_fails_when_tilecore_left_a_backends_range(fake_site: FakeSite) -> None:
+    """`pip install -U tilecore` past a backend's declared range only warns; doctor says it and exits 1."""
+    from tilecore import __version__
+
+    package = fake_site.add("tilelang-oldb", "0.1.0", "tcfake_oldb", good_backend(), entry="goodt", targets=("goodt", "goodt-alias"))
+    metadata = package.parent / "tilelang_oldb-0.1.0.dist-info" / "METADATA"
+    metadata.write_text(metadata.read_text() + "Requires-Dist: tilecore<0.2,>=0.1\n")
+    proc = subprocess.run([*CLI, "doctor"], env=fake_site.env(TILECORE_PLUGINS="goodt"), capture_output=True, text=True, timeout=600)
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode == 1 and "installed versions: PROBLEM" in out and "0 failed" in out, out[-3000:]
+    assert f"tilelang-oldb 0.1.0 requires tilecore<0.2,>=0.1, but tilecore {__version__} is installed" in out
+    from tilecore.cli.requirements import problems
+
+    assert problems(["tilelang-democpu", "tilelang-tpu", "tilecore"]) == []  # ours agree with each other
+
+
+def test_toolchain_install_without_pip_says_so(tmp_path: Path) -> None:
+    """`tilelang-tpu toolchain install` in a venv without pip names the missing pip, not the network."""
+    code = "import sys; sys.modules['pip'] = None; from tilelang_tpu.cli import main; sys.exit(main(['toolchain', 'install']))"
+    env = {**os.environ, "TILELANG_TPU_TOOLCHAIN_DIR": str(tmp_path / "toolchains")}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "has no pip" in proc.stderr and "ensurepip" in proc.stderr and "--wheel PATH" in proc.stderr
+    assert "Traceback" not in proc.stderr and "network" not in proc.stderr

@@ -28,7 +28,7 @@ from tilecore._version import docs_url
 from tilecore.cli import Command
 
 #: Extra report sections, as ``"module:function"``; one line per section.
-DOCTOR_SECTIONS: list[str] = ["tilecore.remote.cli:doctor_section"]
+DOCTOR_SECTIONS: list[str] = ["tilecore.remote.cli:doctor_section", "tilecore.cli.requirements:doctor_section"]
 
 
 @dataclass(frozen=True, slots=True)

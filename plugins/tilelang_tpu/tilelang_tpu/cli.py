@@ -16,6 +16,7 @@ installed.  Running it again is a no-op.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -153,6 +154,12 @@ def fetch(url: str, into: Path) -> Path:
 
 
 def _download(version: str, into: Path) -> Path:
+    if importlib.util.find_spec("pip") is None:  # a venv made without pip (uv, --without-pip): not a network problem
+        raise ToolchainError(
+            f"this Python ({sys.executable}) has no pip, which `{INSTALL_COMMAND}` uses to find and download {PACKAGE}=={version}.",
+            fix=f"install pip into it (`{sys.executable} -m ensurepip`), or download the {PACKAGE}=={version} wheel "
+            f"yourself and run `{INSTALL_COMMAND} --wheel PATH`",
+        )
     url = resolve_wheel_url(version)
     if url is not None:
         try:
