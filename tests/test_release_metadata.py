@@ -245,10 +245,11 @@ def test_guide_minimal_backend_packages(tmp_path: Path) -> None:
     """F8: the guide's §6 pyproject and module build and install as they are, and the installed
     backend declares its target (found through the entry points the snippet writes)."""
     doc = (ROOT / "docs" / "writing-a-backend.md").read_text()
-    project = tmp_path / "tilelang-minicpu"
-    (project / "tilelang_minicpu").mkdir(parents=True)
-    (project / "pyproject.toml").write_text(_doc_block(doc, "minimal-pyproject"))
-    (project / "tilelang_minicpu" / "__init__.py").write_text(_doc_block(doc, "minimal-backend"))
+    # Renamed throughout, so a reader's own minicpu installed in this venv cannot clash (issue 22, F7).
+    project = tmp_path / "tilelang-tcguidemini"
+    (project / "tilelang_tcguidemini").mkdir(parents=True)
+    (project / "pyproject.toml").write_text(_doc_block(doc, "minimal-pyproject").replace("minicpu", "tcguidemini"))
+    (project / "tilelang_tcguidemini" / "__init__.py").write_text(_doc_block(doc, "minimal-backend").replace("minicpu", "tcguidemini"))
     site = tmp_path / "site"
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(project)],
@@ -258,7 +259,7 @@ def test_guide_minimal_backend_packages(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    code = "import tilecore; r = tilecore.resolve_target('minicpu'); print(r.distribution, r.spec.name)"
+    code = "import tilecore; r = tilecore.resolve_target('tcguidemini'); print(r.distribution, r.spec.name)"
     env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env, check=False)
-    assert run.returncode == 0 and run.stdout.split() == ["tilelang-minicpu", "minicpu"], run.stdout + run.stderr[-3000:]
+    assert run.returncode == 0 and run.stdout.split() == ["tilelang-tcguidemini", "tcguidemini"], run.stdout + run.stderr[-3000:]
