@@ -17,10 +17,8 @@ CHECKED = ("tilecore", "tilelang")
 
 def problems(distributions: list[str]) -> list[str]:
     """One line per backend requirement on :data:`CHECKED` that the installed versions do not satisfy."""
-    from packaging.markers import default_environment
     from packaging.requirements import InvalidRequirement, Requirement
 
-    environment = {**default_environment(), "extra": ""}
     found = []
     for dist in sorted(set(distributions)):
         try:
@@ -32,7 +30,7 @@ def problems(distributions: list[str]) -> list[str]:
                 requirement = Requirement(text)
             except InvalidRequirement:
                 continue
-            if requirement.name not in CHECKED or (requirement.marker is not None and not requirement.marker.evaluate(environment)):
+            if requirement.name not in CHECKED or (requirement.marker is not None and not requirement.marker.evaluate()):
                 continue
             try:
                 installed = importlib.metadata.version(requirement.name)
