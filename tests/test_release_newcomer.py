@@ -156,3 +156,19 @@ def test_toolchain_install_without_pip_says_so(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "has no pip" in proc.stderr and "ensurepip" in proc.stderr and "--wheel PATH" in proc.stderr
     assert "Traceback" not in proc.stderr and "network" not in proc.stderr
+
+
+@pytest.mark.parametrize("name", ["acme", "averyveryverylongvendorname"])
+def test_template_is_lint_clean_standalone(tmp_path: Path, name: str) -> None:
+    """The generated backend passes ruff's import sorting and pyflakes in its own folder (no config of
+    ours applies there), for short and long names; its description does not repeat the target name."""
+    from tilecore import template
+
+    assert template.main([name, "--dir", str(tmp_path / name)]) == 0
+    ruff = Path(sys.executable).with_name("ruff")
+    proc = subprocess.run(
+        [str(ruff), "check", "--isolated", "--select", "I,F", "."], cwd=tmp_path / name, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    target_py = (tmp_path / name / f"tilelang_{name}" / "target.py").read_text()
+    assert f'description="{name}:' not in target_py
