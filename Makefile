@@ -1,23 +1,40 @@
-# Two entry points that work on a fresh machine (Python 3.10+, a C++ compiler, network to PyPI):
+# Two entry points that work on a fresh machine (Python 3.11+, a C++ compiler, network to PyPI):
 #   make demo   set up .venv, list installed backends, run one kernel on every available target
 #   make test   set up .venv and run the whole test suite (what CI runs)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-# CPU-only machines: a pinned CPU torch wheel; a bare `torch` requirement would pull GBs of CUDA packages.
-TORCH  ?= torch==2.13.0
+# PyTorch: TORCH is the requirement, TORCH_INDEX an optional index URL for it.  On a machine without
+# a GPU use PyTorch's CPU wheels, or pip pulls the CUDA build and ~15 nvidia-* packages (GBs):
+#   make TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# Changing either reinstalls torch in an existing .venv (the values are recorded in $(VENV)/.torch).
+# CI leaves TORCH_INDEX empty: this machine's pip finds its preseeded CPU wheel of torch==2.13.0.
+TORCH       ?= torch==2.13.0
+TORCH_INDEX ?=
+DIST        ?= dist
 
-.PHONY: setup demo test check lint clean redis-server
+.PHONY: setup demo test check lint clean redis-server dist release-check FORCE
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: $(BIN)/python pyproject.toml examples/democpu/pyproject.toml plugins/*/pyproject.toml
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q "$(TORCH)"
-	$(BIN)/pip install -q ".[remote]" ./examples/democpu ./plugins/tilelang_cuda ./plugins/tilelang_hip ./plugins/tilelang_tpu pytest pytest-xdist hypothesis ruff mypy import-linter
+# The torch request as last installed; rewritten (so torch is reinstalled) only when TORCH/TORCH_INDEX change.
+TORCH_SPEC := $(TORCH) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+$(VENV)/.torch: $(BIN)/python FORCE
+	@if [ "$$(cat $@ 2>/dev/null)" != "$(TORCH_SPEC)" ]; then \
+	  $(BIN)/pip install -q --upgrade pip && \
+	  echo "installing $(TORCH_SPEC)" && $(BIN)/pip install -q "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) && \
+	  echo "$(TORCH_SPEC)" > $@; fi
+
+# Editable installs: the venv always runs the source tree (no stale installed copy; reinstalled when a
+# pyproject changes, e.g. its entry points).  build/twine/check-wheel-contents serve `make dist`/release-check.
+$(VENV)/.installed: $(VENV)/.torch pyproject.toml examples/democpu/pyproject.toml plugins/*/pyproject.toml
+	$(BIN)/pip install -q -e ".[remote]" -e ./examples/democpu -e ./plugins/tilelang_cuda -e ./plugins/tilelang_hip -e ./plugins/tilelang_tpu \
+	  pytest pytest-xdist hypothesis ruff mypy import-linter build twine check-wheel-contents
 	$(BIN)/tilelang-tpu toolchain install
 	touch $@
+
+FORCE:
 
 setup: $(VENV)/.installed
 
@@ -33,7 +50,7 @@ redis-server:
 	  echo "warning: redis-server could not be installed; tests/test_remote_cache.py will be skipped"
 
 # Static checks first (seconds), then the whole test suite.  mypy --strict covers the core and every backend.
-CHECKED_SOURCES := tilecore tests examples plugins benchmarks
+CHECKED_SOURCES := tilecore tests examples plugins benchmarks tools
 TYPED_PACKAGES  := tilecore plugins/tilelang_cuda/tilelang_cuda plugins/tilelang_hip/tilelang_hip plugins/tilelang_tpu/tilelang_tpu \
                    examples/democpu/tilelang_democpu
 
@@ -48,11 +65,20 @@ check: setup
 PYTEST_WORKERS ?= -n auto --maxprocesses=4
 
 # The layers of docs/architecture.md ("Layers"), as import-linter contracts (.importlinter).
-test: setup redis-server check
+test: setup redis-server check release-check
 	$(BIN)/lint-imports
 	$(BIN)/pytest $(PYTEST_WORKERS)
+
+# An sdist and a wheel of all five distributions in $(DIST)/ (tools/release.py; RELEASING.md).
+dist: setup
+	$(BIN)/python tools/release.py dist --out $(DIST)
+
+# What a maintainer checks before an upload (twine, check-wheel-contents, wheel-from-sdist, a fresh
+# venv running a democpu and a tpu kernel from the wheels alone); part of `make test`, so CI runs it.
+release-check: dist
+	$(BIN)/python tools/release.py check --dist $(DIST) --torch "$(TORCH)" $(if $(TORCH_INDEX),--torch-index $(TORCH_INDEX))
 
 lint: check
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(DIST)

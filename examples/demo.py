@@ -9,6 +9,7 @@ plain TileLang; nothing here imports tilecore or a backend.
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 
@@ -54,6 +55,8 @@ def run(target: str) -> None:
 
 
 def main() -> None:
+    # tilelang logs each compile at INFO on stderr, which interleaves with the table on stdout.
+    logging.getLogger("tilelang").setLevel(logging.WARNING)
     targets = sys.argv[1:] or available_targets()
     if not targets:
         raise SystemExit("no available tilecore target; run `tilecore list` to see why")

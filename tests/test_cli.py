@@ -39,7 +39,7 @@ def test_list_json(fake_site: FakeSite) -> None:
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     backends = {b["name"]: b for b in data["backends"]}
-    assert data["plugin_api"] == "1.1" and data["autoload"] is True and data["schema_version"] == 1
+    assert data["plugin_api"] == "1.1" and data["autoload"] is True and data["schema_version"] == 2
     good = backends["goodt"]
     assert (good["distribution"], good["version"], good["state"], good["api_version"]) == ("tilelang-good", "1.0", "loaded", "1.0")
     target = good["targets"][0]

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tilecore._version import __version__ as tilecore_version
 from tilecore.kit.paths import cache_root
 from tilecore.remote import entry, signing
 from tilecore.remote.localserver import LocalRedisServer, find_binary, free_port
@@ -244,10 +245,10 @@ def test_hit_across_machines_and_nothing_written_outside_the_caches(
     assert all(s["served"] == "compiled" and s["ok"] for s in first[1:]), first
     assert first[1]["counters"]["misses"] == 1
     (entry_a,) = local_entries(machines.cache("a"))
-    assert "tilecore:v1:0.1.0:" + entry_a.name in remote_names(store), "the remote key is tilelang+tilecore's cache key"
+    assert f"tilecore:v1:{tilecore_version}:" + entry_a.name in remote_names(store), "the remote key is tilelang+tilecore's cache key"
     if HAVE_TPU:  # published by the first machine's exit flush
         (entry_tpu,) = local_entries(machines.cache("a-tpu"))
-        assert remote_names(store) == sorted("tilecore:v1:0.1.0:" + e.name for e in (entry_a, entry_tpu))
+        assert remote_names(store) == sorted(f"tilecore:v1:{tilecore_version}:" + e.name for e in (entry_a, entry_tpu))
         tpu = [{"compile": 1.5, "cache": machines.cache("b-tpu"), "target": "tpu"}]
 
     # The second machine reads through a Redis user that may not write: hits work, its own

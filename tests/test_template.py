@@ -145,9 +145,10 @@ def test_doc_minimal_backend(fake_site: FakeSite, tmp_path: Path) -> None:
     distribution, it passes the suite's declaration, setup, kernel and disk-cache cases."""
     doc = (Path(__file__).resolve().parents[1] / "docs" / "writing-a-backend.md").read_text()
     block = doc.split("<!-- minimal-backend:start -->", 1)[1].split("<!-- minimal-backend:end -->", 1)[0]
-    source = block.strip().removeprefix("```python").removesuffix("```")
-    fake_site.add("tilelang-minicpu", "0.1.0", "tilelang_minicpu", source, entry="minicpu", api=None)
-    results = tmp_path / "minicpu.json"
+    # Renamed, so a reader's own minicpu installed in this venv (the guide's example) cannot clash (issue 22, F7).
+    source = block.strip().removeprefix("```python").removesuffix("```").replace("minicpu", "tcdocmini")
+    fake_site.add("tilelang-tcdocmini", "0.1.0", "tilelang_tcdocmini", source, entry="tcdocmini", api=None)
+    results = tmp_path / "tcdocmini.json"
     proc = subprocess.run(
         [
             sys.executable,
@@ -157,7 +158,7 @@ def test_doc_minimal_backend(fake_site: FakeSite, tmp_path: Path) -> None:
             "no:cacheprovider",
             "--pyargs",
             "tilecore.conformance",
-            "--tilecore-target=minicpu",
+            "--tilecore-target=tcdocmini",
             f"--tilecore-json={results}",
             "-k",
             "declaration or setup_toolchain or copy or odd_shape or disk_cache",

@@ -8,7 +8,17 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from packaging.specifiers import SpecifierSet
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
+
+#: The public repository (also each pyproject's Project-URLs; tests/test_release_metadata.py).
+PROJECT_URL = "https://github.com/tilecore-dev/tilecore"
+
+
+def docs_url(page: str) -> str:
+    """The documentation page ``page`` (``"user-guide.md#json-output"``) of this release, at its tag:
+    a wheel ships no docs/ folder, and a tagged URL stays valid and matches the installed version."""
+    return f"{PROJECT_URL}/blob/v{__version__}/docs/{page}"
+
 
 #: (major, minor) of the plugin API.  A backend declares the version it was
 #: written for as ``tilecore_api_version = "1.0"``; a different major is refused.

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
-from tilecore._version import API_VERSION, __version__
+from tilecore._version import API_VERSION, __version__, docs_url
 
 if sys.version_info >= (3, 11):
     from importlib.resources.abc import Traversable
@@ -111,6 +111,7 @@ def render(name: str) -> dict[Path, str]:
         "dist": f"tilelang-{name}",
         "api_version": f"{API_VERSION[0]}.{API_VERSION[1]}",
         "tilecore_requirement": tilecore_requirement(),
+        "docs_url": docs_url("writing-a-backend.md"),
     }
     root = resources.files("tilecore")
     for part in TEMPLATE_ROOT:  # one part per call: Python 3.10's joinpath takes a single name
@@ -166,6 +167,6 @@ def main(argv: list[str]) -> int:
         f"  pip install -e {destination}\n"
         f"  tilecore list                      # target {args.name!r} appears\n"
         f"  pytest {destination}                # the conformance suite against {args.name!r}\n"
-        "then replace each stage with your device's; docs/writing-a-backend.md walks through it."
+        f"then replace each stage with your device's; {docs_url('writing-a-backend.md')} walks through it."
     )
     return 0

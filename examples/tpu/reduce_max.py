@@ -2,7 +2,8 @@
 
 Written as in the fork (``@tilelang.jit(target="tpu", out_idx=[-1])`` stacked on
 ``@T.prim_func``, launched with grid syntax ``reduce_max[(1,)](x, y)``).  With
-``pip install tilelang-tpu`` and ``tilelang-tpu toolchain install`` it runs on the
+``pip install tilelang-tpu`` (before the first upload: ``pip install ./plugins/tilelang_tpu``
+in the repository) and ``tilelang-tpu toolchain install`` it runs on the
 BM1690 emulator when no card is present.  Sized to finish in seconds there.
 
     python examples/tpu/reduce_max.py

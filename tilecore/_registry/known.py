@@ -24,6 +24,11 @@ def known_distributions() -> dict[str, str]:
     return dict(_known_targets()["distributions"])
 
 
+def known_sources() -> dict[str, str]:
+    """Distribution -> its folder in a clone of the repository (the install-from-source hint)."""
+    return dict(_known_targets().get("sources", {}))
+
+
 def loaded_host_kinds() -> tuple[str, ...]:
     """The host compiler's own target kinds: the live list once its target registry is imported
     (never imported here), else the list recorded for the supported tilelang in known_targets.json,

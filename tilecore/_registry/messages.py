@@ -134,7 +134,12 @@ def builtin_without_opt_in(backend: Backend, name: str, spec: TargetSpec) -> Plu
 
 
 def _list_it(backend: Backend, name: str) -> str:
-    return f'add {name} = "{backend.value}" under [project.entry-points."tilecore.targets"] of {backend.distribution}'
+    """The fix for a target name missing from a backend's installed ``tilecore.targets`` metadata."""
+    return (
+        f'add {name} = "{backend.value}" under [project.entry-points."tilecore.targets"] of {backend.distribution}, '
+        "then reinstall it: entry points are read from the installed metadata, so a pyproject.toml that already "
+        "lists it needs the install run again (pip install -e . for an editable install)"
+    )
 
 
 def builtin_not_listed(backend: Backend, name: str) -> PluginValidationError:
@@ -206,7 +211,8 @@ def malformed_options(err: Exception, spec: TargetSpec, backend: Backend) -> Mal
 
 
 def unknown_target(table: BackendTable, kind: str) -> UnknownTargetError:
-    from tilecore._registry.known import known_distributions
+    from tilecore._registry.known import known_distributions, known_sources
+    from tilecore._version import PROJECT_URL
     from tilecore._registry.records import State
 
     declared = table.declared_targets()
@@ -219,7 +225,12 @@ def unknown_target(table: BackendTable, kind: str) -> UnknownTargetError:
         parts.append(f"tilelang's built-in target kinds: {', '.join(builtin)}.")
     dist = known_distributions().get(kind)
     if dist is not None:
-        parts.append(f"Target {kind!r} is provided by the distribution {dist!r}: pip install {dist}")
+        source = known_sources().get(dist, "")
+        parts.append(
+            f"Target {kind!r} is provided by the distribution {dist!r}: pip install {dist} "
+            f"(before it is on the package index: `pip install ./{source}` in a clone of {PROJECT_URL}, "
+            f"or `pip install --find-links dist {dist}` after `make dist` there)."
+        )
     failed = [f"{b.label}: {b.error_text()}" for b in table.entries if b.state is State.FAILED]
     if failed:
         parts.append("Backends that failed to load: " + "; ".join(failed) + ".")

@@ -24,10 +24,11 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from tilecore._version import docs_url
 from tilecore.cli import Command
 
 #: Extra report sections, as ``"module:function"``; one line per section.
-DOCTOR_SECTIONS: list[str] = ["tilecore.cli.cache_cmd:doctor_section"]
+DOCTOR_SECTIONS: list[str] = ["tilecore.cli.cache_cmd:doctor_section", "tilecore.cli.requirements:doctor_section"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +67,9 @@ def run_sections(context: DoctorContext) -> list[dict[str, Any]]:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="machine-readable output (schema: docs/user-guide.md, 'JSON output')")
+    parser.add_argument(
+        "--json", action="store_true", help=f"machine-readable output (schema: {docs_url('user-guide.md#json-output-schema_version-2')})"
+    )
     parser.add_argument(
         "--target",
         action="append",

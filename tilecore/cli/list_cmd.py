@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 
+from tilecore._version import docs_url
 from tilecore.cli import Command
 
 
@@ -19,7 +20,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--load", action="store_true", help="import each backend (in its own subprocess) and show state, availability, errors"
     )
-    parser.add_argument("--json", action="store_true", help="machine-readable output (schema: docs/user-guide.md, 'JSON output')")
+    parser.add_argument(
+        "--json", action="store_true", help=f"machine-readable output (schema: {docs_url('user-guide.md#json-output-schema_version-2')})"
+    )
     parser.add_argument(
         "--timeout",
         type=float,

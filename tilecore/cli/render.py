@@ -83,7 +83,9 @@ def render_backend(out: Writer, b: dict[str, Any], *, loaded: bool) -> None:
     for t in b["targets"]:
         aliases = f" (aliases: {', '.join(t['aliases'])})" if t["aliases"] else ""
         out.line(f"{t['name']}{aliases}: {t['description']}", 4)
-        out.field("available" if t["available"] else "unavailable", t["reason"], 5)
+        tc = t["toolchain"]
+        failed_fix = tc["fix"] if tc is not None and not tc["ok"] else None
+        out.field("available" if t["available"] else "unavailable", _without_fix(str(t["reason"]), failed_fix), 5)
         if t["default_options"] is not None:
             opts = ", ".join(f"{k}={v}" for k, v in t["default_options"].items()) or "none"
             out.field("defaults", f"{opts}; device {t['device']}; priority {t['priority']}", 5)
@@ -91,19 +93,27 @@ def render_backend(out: Writer, b: dict[str, Any], *, loaded: bool) -> None:
             out.field("defaults", f"none ({t['default_options_error']})", 5)
         if t["upstream"]:
             out.line(f"lowering, codegen, adapter: tilelang's built-in {t['upstream']!r} backend", 5)
-        tc = t["toolchain"]
         if tc is not None:
             if not tc["ok"] and tc["error"] == t["default_options_error"]:
                 out.field("toolchain", "not checked: no default options (above)", 5)
                 out.field("fix", tc["fix"] or "", 6)
             else:
-                render_toolchain(out, tc)
+                render_toolchain(out, tc, str(t["reason"]))
 
 
-def render_toolchain(out: Writer, tc: dict[str, Any]) -> None:
+def _without_fix(text: str, fix: str | None) -> str:
+    """``text`` without the " Fix: ..." a TilecoreError appends, when that fix is printed on its own line."""
+    return " ".join(text.split()).replace(f" Fix: {' '.join(fix.split())}", "") if fix else text
+
+
+def render_toolchain(out: Writer, tc: dict[str, Any], reason: str = "") -> None:
     checked = f" (checked with {tc['checked_with']})" if tc["checked_with"] else ""
     if not tc["ok"]:
-        out.field("toolchain", f"ERROR{checked}: {tc['error']}", 5)
+        error = _without_fix(str(tc["error"]), tc["fix"])
+        if error and error in _without_fix(reason, tc["fix"]):  # the probe already said it, one line up
+            error = "the reason above"
+        status = "not on this machine" if tc.get("not_on_this_machine") else "ERROR"
+        out.field("toolchain", f"{status}{checked}: {error}", 5)
         if tc["fix"]:
             out.field("fix", tc["fix"], 6)
         return
@@ -134,11 +144,13 @@ def summary_line(report: dict[str, Any]) -> str:
     s = report["summary"]
     if not report["loaded"]:
         return (
-            f"{s['backends']} backend(s), {s['targets']} target name(s) from metadata, {s['blocked']} blocked; nothing imported "
+            f"{s['backends']} backend(s), {s['target_names']} target name(s) from metadata, {s['blocked']} blocked; nothing imported "
             "(`tilecore list --load` imports each backend in isolation; `tilecore doctor` also checks toolchains)"
         )
     parts = [f"{s['backends']} backend(s): {s['loaded']} loaded, {s['failed']} failed, {s['blocked']} blocked"]
     parts.append(f"{s['targets']} target(s), {s['available']} available here")
     if report["command"] == "doctor":
         parts.append(f"{s['toolchain_errors']} toolchain error(s)")
+        if s.get("not_on_this_machine"):
+            parts.append(f"{s['not_on_this_machine']} target(s) not on this machine")
     return "; ".join(parts)

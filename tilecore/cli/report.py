@@ -17,7 +17,7 @@ from tilecore._version import API_VERSION, __version__
 from tilecore.errors import TilecoreError, did_you_mean
 from tilecore.targets import ResolvedTarget, TargetSpec
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def version_of(dist: str) -> str | None:
@@ -105,6 +105,7 @@ def toolchain_entry(registry: Registry, backend: Backend, spec: TargetSpec, chos
         "error": None,
         "fix": None,
         "default_error": None,
+        "not_on_this_machine": False,
     }
     try:
         resolved: ResolvedTarget | None
@@ -128,7 +129,7 @@ def toolchain_entry(registry: Registry, backend: Backend, spec: TargetSpec, chos
         found = registry.setup(resolved)
     except Exception as err:
         entry.update(error_fields(err))
-        if entry["fix"] is None:
+        if entry["fix"] is None and entry["checked_with"] is None:  # only when no target could be checked at all
             entry["fix"] = f"check with explicit options: tilecore doctor --target {example_text(spec)}"
         return entry
     entry["ok"] = True
@@ -169,7 +170,12 @@ def backend_entry_in_child(name: str, distribution: str, value: str, *, doctor: 
                 chosen[spec.name] = text
                 used.append(text)
         for info, spec in zip(entries, backend.targets, strict=True):
-            info["toolchain"] = toolchain_entry(registry, backend, spec, chosen.get(spec.name))
+            toolchain = toolchain_entry(registry, backend, spec, chosen.get(spec.name))
+            # A platform this machine lacks (no device, and no toolchain either) is reported, not an error:
+            # doctor stays green on a CPU machine.  A missing toolchain for an available target still fails.
+            absent = not toolchain["ok"] and not info["available"] and toolchain["error_type"] == "ToolchainError"
+            toolchain["not_on_this_machine"] = absent and spec.name not in chosen
+            info["toolchain"] = toolchain
     entry = backend_entry(backend, targets=entries)
     entry["used_targets"] = used
     return entry
@@ -265,16 +271,24 @@ def loaded_report(registry: Registry, *, doctor: bool, targets: list[str], timeo
     }
 
 
-def summary(entries: list[dict[str, Any]]) -> dict[str, int]:
+def summary(entries: list[dict[str, Any]]) -> dict[str, int | None]:
     states = [e["state"] for e in entries]
     targets = [t for e in entries for t in e["targets"]]
+    loaded = any(s == State.LOADED.value for s in states)
     return {
         "backends": len(entries),
         "loaded": states.count(State.LOADED.value),
         "failed": states.count(State.FAILED.value),
         "blocked": states.count(State.BLOCKED.value),
         "not_loaded": states.count(State.DISCOVERED.value),
-        "targets": len(targets) if any(s == State.LOADED.value for s in states) else sum(len(e["metadata_targets"]) for e in entries),
+        # Declared targets are known only once loaded; without --load only names (with aliases) are.
+        "targets": len(targets) if loaded else None,
+        "target_names": sum(len(t["aliases"]) + 1 for t in targets) if loaded else sum(len(e["metadata_targets"]) for e in entries),
         "available": sum(1 for t in targets if t["available"]),
-        "toolchain_errors": sum(1 for t in targets if t["toolchain"] is not None and not t["toolchain"]["ok"]),
+        "toolchain_errors": sum(1 for t in targets if _toolchain_failed(t["toolchain"])),
+        "not_on_this_machine": sum(1 for t in targets if t["toolchain"] is not None and t["toolchain"].get("not_on_this_machine")),
     }
+
+
+def _toolchain_failed(toolchain: dict[str, Any] | None) -> bool:
+    return toolchain is not None and not toolchain["ok"] and not toolchain.get("not_on_this_machine")

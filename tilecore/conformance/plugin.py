@@ -53,6 +53,7 @@ class ConformanceState:
     cache_dir: Path
     stack: contextlib.ExitStack
     saved_env: dict[str, str | None]
+    pinned_env: dict[str, str | None] = field(default_factory=dict)
     cases: dict[str, str] = field(default_factory=dict)  # nodeid -> case name
     results: dict[str, CaseResult] = field(default_factory=dict)  # case name -> result
     started: float = field(default_factory=time.perf_counter)
@@ -74,6 +75,8 @@ def pytest_configure(config: pytest.Config) -> None:
     else:
         cache_dir = stack.enter_context(private_tempdir("tilecore-conformance-"))
     saved = {name: os.environ.get(name) for name in CACHE_VARS}
+    # The session's cache environment, restored around every case (pytest_runtest_call below).
+    pinned = {"TILELANG_CACHE_DIR": str(cache_dir), "TILECORE_CACHE_DIR": os.environ.get("TILECORE_CACHE_DIR")}
     # tilelang reads the variable at each use, so setting it here (even after tilelang
     # was imported) applies to every compile of the session and is inherited by the
     # second process of the disk-cache case.
@@ -85,6 +88,7 @@ def pytest_configure(config: pytest.Config) -> None:
         cache_dir=cache_dir,
         stack=stack,
         saved_env=saved,
+        pinned_env=pinned,
     )
     config.stash[STATE_KEY] = state
     _ACTIVE.append(state)
@@ -204,6 +208,34 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         availability = probe(target.spec)
         if not availability:
             pytest.skip(f"target {target} cannot run kernels on this machine: {availability.reason}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    """Run each case with the session's cache variables, whatever a conftest's autouse fixture set.
+
+    A conftest that gives every test fresh caches (``tilecore.kit.testing``'s isolation, say) is met when
+    pytest walks up from the case folder to a project's root (``pytest -p tilecore.conformance`` in a
+    repository): without this, each case would compile into its own folder, and the disk-cache case
+    would not find the kernel an earlier case compiled.
+    """
+    state = _state(item.config)
+    if item.nodeid not in state.cases:
+        return (yield)
+    saved = {name: os.environ.get(name) for name in state.pinned_env}
+    _set_env(state.pinned_env)
+    try:
+        return (yield)
+    finally:
+        _set_env(saved)
+
+
+def _set_env(values: dict[str, str | None]) -> None:
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 # ----------------------------------------------------------------------------------------

@@ -68,13 +68,22 @@ def _summary(report: Report) -> str:
     return f"{len(report.cases)} cases: {counts or 'none'} in {report.duration_s:.1f} s"
 
 
+def shorten(text: str, width: int) -> str:
+    """``text`` cut to at most ``width`` characters at a word boundary, with "..." when cut (the JSON keeps it whole)."""
+    if len(text) <= width:
+        return text
+    cut = text[: width - 3]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > width // 2 else cut).rstrip(" ,;:") + "..."
+
+
 def render_table(report: Report, detail_width: int = 90) -> str:
     """The plain-text table printed at the end of a pytest session."""
     width = max([len("case"), *(len(c.case) for c in report.cases)])
     lines = [_title(report), f"{'case':<{width}}  {'status':<11}  {'time':>7}  detail"]
     lines.append("-" * (width + 2 + 11 + 2 + 7 + 2 + 6))
     for case in report.cases:
-        detail = case.detail if len(case.detail) <= detail_width else case.detail[: detail_width - 3] + "..."
+        detail = shorten(case.detail, detail_width)
         lines.append(f"{case.case:<{width}}  {case.status:<11}  {case.duration_s:>6.2f}s  {detail}".rstrip())
     lines.append(_summary(report))
     return "\n".join(lines)

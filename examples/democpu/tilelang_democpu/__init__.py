@@ -8,4 +8,4 @@ module layout: ``target`` (declaration), ``setup`` (toolchain), ``lowering``,
 implementations wiring them to tilecore).
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

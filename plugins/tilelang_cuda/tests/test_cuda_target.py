@@ -12,7 +12,7 @@ import pytest
 import tilelang
 from tilelang.backend.target import determine_target
 from tilelang.contrib import nvcc
-from tilelang_cuda import profiling, setup
+from tilelang_cuda import __version__, profiling, setup
 from tilelang_cuda.target import ARCH_EXAMPLES, arch_for_capability, gpu_problem
 from tvm.target import Target
 
@@ -56,7 +56,7 @@ def test_cuda_bad_arch_lists_valid_forms(bad: object) -> None:
     with pytest.raises(TargetOptionError) as info:
         determine_target(bad, return_object=True)
     text = str(info.value)
-    assert "tilelang-cuda 0.1.0" in text and "target 'cuda'" in text
+    assert f"tilelang-cuda {__version__}" in text and "target 'cuda'" in text
     assert all(example in text for example in ARCH_EXAMPLES), text
     assert "sm_\\d{2,3}[af]?" in text
 
@@ -74,7 +74,7 @@ def test_cuda_without_gpu_needs_an_explicit_arch() -> None:
         tilecore.resolve_target("cuda")
     text = str(info.value)
     assert GPU_PROBLEM is not None and GPU_PROBLEM in text
-    assert "target='cuda:sm_90a'" in text and "tilelang-cuda 0.1.0" in text
+    assert "target='cuda:sm_90a'" in text and f"tilelang-cuda {__version__}" in text
     availability = probe(tilecore.resolve_target("cuda:sm_90a").spec)
     assert not availability and GPU_PROBLEM in availability.reason and "compile-only" in availability.reason
 
@@ -126,7 +126,7 @@ def test_cuda_setup_explains_a_wrong_cuda_home(tmp_path) -> None:
     env = {**os.environ, "CUDA_HOME": str(tmp_path), "CUDA_PATH": ""}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path).stdout
     assert "ERROR" in out, out
-    assert f"CUDA_HOME={tmp_path}, which has no bin/nvcc" in out and "tilelang-cuda 0.1.0" in out and "Set CUDA_HOME=" in out
+    assert f"CUDA_HOME={tmp_path}, which has no bin/nvcc" in out and f"tilelang-cuda {__version__}" in out and "Set CUDA_HOME=" in out
 
 
 def test_cuda_setup_error_type_is_toolchain_error() -> None:
@@ -143,7 +143,7 @@ def test_cuda_plain_sm90_note() -> None:
 
 @needs_nvcc
 def test_cuda_setup_warns_about_plain_sm90() -> None:
-    with pytest.warns(UserWarning, match=r"target cuda:arch=sm_90 \(tilelang-cuda 0.1.0\): .*use arch=sm_90a"):
+    with pytest.warns(UserWarning, match=rf"target cuda:arch=sm_90 \(tilelang-cuda {re.escape(__version__)}\): .*use arch=sm_90a"):
         toolchain = tilecore.setup_target("cuda:sm_90")
     assert any("sm_90a" in note for note in toolchain.notes)
 
@@ -156,7 +156,7 @@ def test_cuda_bench_method_is_validated(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv(profiling.ENV_METHOD, "wall")
     with pytest.raises(
         tilecore.TilecoreError,
-        match=r"target cuda:arch=sm_90a \(tilelang-cuda 0.1.0\): TILELANG_CUDA_BENCH='wall' .*Valid: event, cudagraph",
+        match=rf"target cuda:arch=sm_90a \(tilelang-cuda {re.escape(__version__)}\): TILELANG_CUDA_BENCH='wall' .*Valid: event, cudagraph",
     ):
         profiling.bench(target, lambda: None, 25, 100, 0, 0, "event")
     monkeypatch.delenv(profiling.ENV_METHOD)

@@ -10,4 +10,4 @@ the setup notes about the arch and upstream's execution backends (``setup``),
 CUDA-event timing (``profiling``), and the hook implementations (``plugin``).
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -11,5 +11,5 @@ registers its ``rocm`` backend), ``profiling`` and ``plugin``, plus ``codegen``
 (HIP source without ROCm) and ``runtime`` (which torch device may run a kernel).
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 DISTRIBUTION = "tilelang-hip"

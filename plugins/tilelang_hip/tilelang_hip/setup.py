@@ -81,9 +81,9 @@ def locate_rocm(environ: Mapping[str, str] | None = None) -> RocmInstall:
         return RocmInstall(DEFAULT_ROCM_PATH, DEFAULT_ROCM_PATH / "bin" / "hipcc", str(DEFAULT_ROCM_PATH))
     raise ToolchainError(
         f"{_owner()}: no ROCm installation found (no $ROCM_PATH, no hipcc on PATH, no {DEFAULT_ROCM_PATH}/bin/hipcc). "
-        f"Compiling HIP kernels needs ROCm's hipcc: install ROCm >= 6.3 (https://rocm.docs.amd.com, 'Install') and "
-        f"set ROCM_PATH, or put hipcc on PATH. Generating HIP source alone needs no ROCm: see "
-        f"tilelang_hip.codegen.generate_source."
+        f"Compiling HIP kernels needs ROCm's hipcc; generating HIP source alone needs no ROCm (see "
+        f"tilelang_hip.codegen.generate_source).",
+        fix="install ROCm >= 6.3 (https://rocm.docs.amd.com, 'Install') and set ROCM_PATH, or put hipcc on PATH.",
     )
 
 

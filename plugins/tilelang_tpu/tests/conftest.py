@@ -1,7 +1,7 @@
 """Fixtures of the tilelang-tpu tests.
 
 Every test gets its own tilelang and tilecore cache directories
-(``tilecore.kit.testing.tilecore_isolated_caches``, from the repository's root conftest).  The SophGo
+(``tilecore.kit.testing.tilecore_isolated_caches``, imported below and by the repository's root conftest).  The SophGo
 toolchain, however, is found the way users find it: ``$PPL_PROJECT_ROOT``, an
 installed ``tpu_mlir``, or ``tilelang-tpu toolchain install``.  The install
 location is computed *before* the cache isolation and handed to the tests
@@ -19,6 +19,10 @@ from tilelang_tpu import setup
 
 from tilecore import ToolchainError
 
+# Fresh tilelang and tilecore caches for every test: the repository's root conftest imports the same
+# fixture; importing it here too lets the tests run from the sdist, which has no root conftest.
+from tilecore.kit.testing import tilecore_isolated_caches  # noqa: F401
+
 #: Where `tilelang-tpu toolchain install` put toolchains for the user running the tests.
 REAL_INSTALL_ROOT = setup.install_root()
 PPL_DIR = Path(__file__).parent / "ppl"
@@ -29,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 
 @pytest.fixture(autouse=True)
-def _real_toolchain(tilecore_isolated_caches: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _real_toolchain(tilecore_isolated_caches: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811  (the fixture imported above)
     """After the cache isolation (root conftest): the toolchain stays the user's installed one."""
     monkeypatch.setenv(setup.TOOLCHAIN_DIR_ENV, str(REAL_INSTALL_ROOT))
     # Tests compile between launches (seconds on this machine): keep the emulator worker across

@@ -319,7 +319,10 @@ def test_doc_construct_table_is_generated_from_the_code() -> None:
     (regenerate with ``python -m tilelang_tpu.codegen.doc_table``)."""
     from tilelang_tpu.codegen import doc_table
 
-    doc = (Path(__file__).resolve().parents[3] / "docs" / "backends" / "tpu-codegen.md").read_text()
+    page = Path(__file__).resolve().parents[3] / "docs" / "backends" / "tpu-codegen.md"
+    if not page.is_file():  # the sdist ships no docs/; `tilelang-tpu constructs` prints the table there
+        pytest.skip(f"{page} is in the repository only")
+    doc = page.read_text()
     section = doc.split(doc_table.DOC_START + "\n", 1)[1].split(doc_table.DOC_END, 1)[0]
     assert section == doc_table.markdown_table()
 

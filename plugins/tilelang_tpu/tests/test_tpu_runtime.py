@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tilelang_tpu import runtime, setup
+from tilelang_tpu import __version__, runtime, setup
 from tilelang_tpu.target import PCIE_UNSUPPORTED
 
 import tilecore
@@ -110,7 +110,7 @@ def test_ppl_compile_error_keeps_the_source(toolchain: setup.TpuToolchain) -> No
         runtime.build(source, "broken", "bm1690", "cmodel", toolchain)
     kept = Path(str(info.value).split("kept at ")[1].split(" ")[0])
     assert kept.read_text() == source and (kept.parent / "build.log").is_file()
-    assert "nosuch" in str(info.value) and "tilelang-tpu 0.1.0" in str(info.value)
+    assert "nosuch" in str(info.value) and f"tilelang-tpu {__version__}" in str(info.value)
 
 
 def test_tile_too_large_for_local_memory(toolchain: setup.TpuToolchain, ppl: Callable[[str], str]) -> None:
@@ -163,7 +163,7 @@ _CHILD = textwrap.dedent(
     from pathlib import Path
     from tilecore import CompiledKernel, TensorParam
     from tilecore._launch import Launcher
-    from tilelang_tpu import runtime, setup
+    from tilelang_tpu import __version__, runtime, setup
     source = Path(sys.argv[1]).read_text()
     target = tilecore.resolve_target("tpu")
     params = tuple(TensorParam(f"arg{i}", torch.float16, (100, 300)) for i in range(2))

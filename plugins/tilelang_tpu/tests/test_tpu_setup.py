@@ -14,7 +14,7 @@ from pathlib import Path
 
 import filelock
 import pytest
-from tilelang_tpu import cli, setup
+from tilelang_tpu import __version__, cli, setup
 
 from tilecore import ToolchainError
 
@@ -103,7 +103,7 @@ def test_broken_envsetup_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.Mo
     with pytest.raises(ToolchainError, match=expected) as info:
         setup.discover()
     message = str(info.value)
-    assert str(script) in message and "tilelang-tpu 0.1.0" in message and "PPL_PROJECT_ROOT" in message
+    assert str(script) in message and f"tilelang-tpu {__version__}" in message and "PPL_PROJECT_ROOT" in message
 
 
 def test_relative_ppl_project_root_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -134,7 +134,7 @@ def test_no_toolchain_gives_the_install_hint(tmp_path: Path, monkeypatch: pytest
     message = str(info.value)
     assert "no SophGo PPL toolchain found" in message
     assert "run `tilelang-tpu toolchain install`" in message
-    assert "tilelang-tpu 0.1.0" in message and "$PPL_PROJECT_ROOT: not set" in message
+    assert f"tilelang-tpu {__version__}" in message and "$PPL_PROJECT_ROOT: not set" in message
     from tilelang_tpu.target import probe
 
     availability = probe()

@@ -16,6 +16,7 @@ installed.  Running it again is a no-op.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -153,6 +154,12 @@ def fetch(url: str, into: Path) -> Path:
 
 
 def _download(version: str, into: Path) -> Path:
+    if importlib.util.find_spec("pip") is None:  # a venv made without pip (uv, --without-pip): not a network problem
+        raise ToolchainError(
+            f"this Python ({sys.executable}) has no pip, which `{INSTALL_COMMAND}` uses to find and download {PACKAGE}=={version}.",
+            fix=f"install pip into it (`{sys.executable} -m ensurepip`), or download the {PACKAGE}=={version} wheel "
+            f"yourself and run `{INSTALL_COMMAND} --wheel PATH`",
+        )
     url = resolve_wheel_url(version)
     if url is not None:
         try:
@@ -280,6 +287,18 @@ def info(as_json: bool) -> int:
     return 0
 
 
+def constructs() -> int:
+    """``tilelang-tpu constructs``: the construct table from the installed package (a wheel ships no docs/)."""
+    from tilelang_tpu.codegen.doc_table import markdown_table
+    from tilelang_tpu.codegen.table import supported_tile_ops_hint
+
+    print(f"tilelang-tpu {__version__}: TileLang constructs and the PPL the tpu code generator emits for them.")
+    print("A kernel using a construct marked refused fails to compile with a message naming it and the fix.\n")
+    print(markdown_table(), end="")
+    print(f"\n{supported_tile_ops_hint()}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tilelang-tpu", description=f"tilelang-tpu {__version__}: SophGo TPU backend for TileLang")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -293,7 +312,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     install_parser.add_argument("--force", action="store_true", help="reinstall even if present")
     info_parser = actions.add_parser("info", help="show which toolchain tilelang-tpu uses and how it was found")
     info_parser.add_argument("--json", action="store_true", help="machine-readable output")
+    commands.add_parser(
+        "constructs",
+        help="print the TileLang constructs the tpu code generator supports, what it emits for each, "
+        "and what to write instead of a refused one",
+    )
     args = parser.parse_args(argv)
+    if args.command == "constructs":
+        return constructs()
     try:
         if args.action == "install":
             install(args.version, args.wheel, args.force)

@@ -400,9 +400,10 @@ def discover(source_scripts: bool = True) -> TpuToolchain:
     raise ToolchainError(
         f"target {TARGET_NAME!r} ({DIST} {owner().split()[-1]}): no SophGo PPL toolchain found. Looked for, in order: "
         f"(1) $PPL_PROJECT_ROOT: not set; (2) an installed tpu_mlir package: none; "
-        f"(3) a toolchain installed by `{INSTALL_COMMAND}` under {install_root()}: none. "
-        f"Fix: run `{INSTALL_COMMAND}` (fetches tpu_mlir=={TOOLCHAIN_WHEEL_VERSION} from PyPI and keeps the ~183 MiB that "
-        "compiling and emulation need), or set PPL_PROJECT_ROOT to a PPL SDK."
+        f"(3) a toolchain installed by `{INSTALL_COMMAND}` under {install_root()}: none.",
+        # Separate, so `tilecore doctor` shows it as the fix; the message ends with " Fix: ..." as before.
+        fix=f"run `{INSTALL_COMMAND}` (fetches tpu_mlir=={TOOLCHAIN_WHEEL_VERSION} from PyPI and keeps the ~183 MiB that "
+        "compiling and emulation need), or set PPL_PROJECT_ROOT to a PPL SDK.",
     )
 
 

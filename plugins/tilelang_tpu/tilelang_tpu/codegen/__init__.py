@@ -50,7 +50,7 @@ class TpuCodegenError(TilecoreError, ValueError):
         )
         if hint:
             message += f"\n  fix: {hint}"
-        message += "\n  (see docs/backends/tpu-codegen.md for the supported constructs)"
+        message += "\n  (run `tilelang-tpu constructs` for the supported constructs and what to write instead)"
         super().__init__(message)
 
 
