@@ -26,7 +26,7 @@ from typing import Any
 
 import pluggy
 
-from tilecore import hookspecs
+from tilecore import compat, hookspecs
 from tilecore._version import API_VERSION, __version__
 from tilecore.discovery import DiscoveredBackend, PluginPolicy, discover
 from tilecore.errors import (
@@ -193,6 +193,10 @@ def import_timeout(environ: Mapping[str, str] | None = None) -> float:
         return DEFAULT_IMPORT_TIMEOUT
 
 
+#: A check run on each backend as it loads (:meth:`Registry.add_load_check`); raises to refuse it.
+LoadCheck = Callable[[Backend, object], None]
+
+
 class Registry:
     """All backends of one process.  Thread-safe; one instance lives in :mod:`tilecore`.
 
@@ -213,6 +217,17 @@ class Registry:
         self._index: dict[str, list[tuple[Backend, TargetSpec]]] = {}
         self._setups: dict[ResolvedTarget, Toolchain] = {}
         self._callers: dict[tuple[int, str], Any] = {}
+        self._load_checks: list[LoadCheck] = []
+
+    def add_load_check(self, check: LoadCheck) -> None:
+        """Run ``check(backend, plugin)`` on every backend as it loads (after its API-version check).
+
+        A check raises to refuse the backend; the refusal is recorded like any load failure.  The
+        bridge adds the check of a backend's declared tilelang seams this way, so this module
+        never touches tilelang.
+        """
+        if check not in self._load_checks:
+            self._load_checks.append(check)
 
     def builtin_kinds(self) -> set[str]:
         return set(self._builtin_kinds())
@@ -291,6 +306,10 @@ class Registry:
                     ),
                 )
                 return
+            problem = compat.backend_range_problem(backend.distribution, backend.version)
+            if problem is not None and compat.check_mode() == "strict":
+                self._fail(backend, IncompatibleBackendError(f"{backend.label}: {problem}.", fix=compat.range_fix(backend.distribution)))
+                return
             try:
                 plugin = self._import(backend, timeout)
             except BaseException as err:
@@ -347,6 +366,11 @@ class Registry:
     def _adopt(self, backend: Backend, plugin: object) -> None:
         """Validate and register ``plugin`` as ``backend``; all-or-nothing."""
         backend.api_version = check_api_version(plugin, who=backend.label)
+        for check in self._load_checks:
+            check(backend, plugin)
+        problem = compat.backend_range_problem(backend.distribution, backend.version)
+        if problem is not None and compat.check_mode() == "seams":
+            compat.warn_once(f"{backend.label}: {problem}; loaded because {compat.CHECK_VARIABLE}=seams and its declared seams check out.")
         role = getattr(plugin, hookspecs.ROLE_ATTRIBUTE, hookspecs.BACKEND)
         if role not in hookspecs.ROLES:
             raise PluginValidationError(

@@ -13,6 +13,8 @@ bridge and no backend.
 * :func:`template_include_dir`: tilelang's ``tl_templates`` headers;
 * :func:`should_force_let_inline`: tilelang's ``LetInline`` policy, for a backend's own pass list;
 * :func:`determine_target`: the TVM target ``tilelang.compile`` would use for a target;
+* :func:`accepts`: whether a tilelang function takes a parameter -- the capability check a
+  backend makes instead of comparing tilelang versions (``docs/tilelang-releases.md``);
 * :func:`internal`: a tilelang name a backend needs that has no public home yet
   (``"tilelang.<module>:<attribute>"``, e.g. a constant of the device kind it delegates
   to); the backend names it, the gate checks the version first, a missing name is one
@@ -29,6 +31,7 @@ from typing import ParamSpec, TypeVar
 from tilecore._bridge import gate, helpers
 
 __all__ = [
+    "accepts",
     "c_source",
     "determine_target",
     "internal",
@@ -59,3 +62,4 @@ template_include_dir = _gated(helpers.template_include_dir)
 should_force_let_inline = _gated(helpers.should_force_let_inline)
 determine_target = _gated(helpers.determine_target)
 internal = _gated(helpers.internal)
+accepts = _gated(gate.accepts)

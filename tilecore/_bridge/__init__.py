@@ -22,7 +22,7 @@ tilecore backend owns.  Importing this package imports neither tilelang nor torc
 
 from __future__ import annotations
 
-from tilecore._bridge.gate import BridgeError, check_version, problems, retired_seams
+from tilecore._bridge.gate import BridgeError, check_loading_backend, check_version, problems, retired_seams
 from tilecore._bridge.gate import check as check_tilelang
 from tilecore._bridge.patches import install, installed, uninstall
 from tilecore._bridge.seams import SEAMS, Seam
@@ -34,6 +34,7 @@ __all__ = [
     "BridgeError",
     "Seam",
     "builtin_kinds",
+    "check_loading_backend",
     "check_tilelang",
     "check_version",
     "install",

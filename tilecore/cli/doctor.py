@@ -27,7 +27,7 @@ from typing import Any
 from tilecore.cli import Command
 
 #: Extra report sections, as ``"module:function"``; one line per section.
-DOCTOR_SECTIONS: list[str] = ["tilecore.remote.cli:doctor_section"]
+DOCTOR_SECTIONS: list[str] = ["tilecore.cli.tilelang_check:doctor_section", "tilecore.remote.cli:doctor_section"]
 
 
 @dataclass(frozen=True, slots=True)

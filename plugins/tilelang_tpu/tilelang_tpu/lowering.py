@@ -153,6 +153,44 @@ def _shape_vars(declared: list[Any]) -> list[Any]:
     return found
 
 
+#: Every tilelang pass :func:`_passes` calls, with the parameters it always passes: the plugin
+#: declares them (``tilecore_tilelang_seams``) and tilecore checks them when the backend loads, so
+#: a tilelang release that renames a pass or drops a parameter is a named error, not a TypeError
+#: in the middle of a compile.  Parameters used only where tilelang has them are capability
+#: checks (:func:`_launch_options`), not declarations.
+TILELANG_SEAMS: dict[str, tuple[str, ...]] = {
+    "tilelang.transform:MaterializeKernelLaunch": ("lower_thread_binding",),
+    "tilelang.transform:LetInline": (),
+    "tilelang.transform:AddWrapperForSingleBufStore": (),
+    "tilelang.transform:LegalizeNegativeIndex": (),
+    "tilelang.transform:InjectAssumes": (),
+    "tilelang.transform:Simplify": (),
+    "tilelang.transform:IfStmtBinding": (),
+    "tilelang.transform:LowerOpaqueBlock": (),
+    "tilelang.transform:AnnotateDeviceRegions": (),
+    "tilelang.transform:SplitHostDevice": (),
+    "tilelang.transform:MakePackedAPI": (),
+    "tilelang.transform:LowerDeviceKernelLaunch": (),
+    "tvm.tirx.transform:BindTarget": (),
+    "tvm.tirx.transform:NarrowDataType": (),
+    "tvm.tirx.transform:AnnotateEntryFunc": (),
+}
+
+
+def _launch_options() -> dict[str, Any]:
+    """``MaterializeKernelLaunch`` options the installed tilelang knows.
+
+    tilelang 0.1.15 added ``unsupported_annotations`` (refuse ``cluster_dims``, which has no
+    meaning on a TPU core); 0.1.14 has no such parameter and keeps the annotation, which the
+    codegen never reads.
+    """
+    from tilecore.upstream import accepts
+
+    if accepts("tilelang.transform:MaterializeKernelLaunch", "unsupported_annotations"):
+        return {"unsupported_annotations": ["cluster_dims"]}
+    return {}
+
+
 def _passes(mod: Any, dummy: Any) -> Any:
     import tilelang.transform as tl
     from tvm import tirx
@@ -162,7 +200,7 @@ def _passes(mod: Any, dummy: Any) -> Any:
 
     mod = tirx.transform.BindTarget(dummy)(mod)
     # T.Kernel grid -> serial loops over the block indices (a TPU core walks the grid).
-    mod = tl.MaterializeKernelLaunch(lower_thread_binding=False, unsupported_annotations=["cluster_dims"])(mod)
+    mod = tl.MaterializeKernelLaunch(lower_thread_binding=False, **_launch_options())(mod)
     # Mark those loops now, while they are known for sure: tpu:cores=N splits them over cores.
     mod = mark_grid_loops(mod)
     if should_force_let_inline():
