@@ -191,6 +191,34 @@ def _launch_options() -> dict[str, Any]:
     return {}
 
 
+#: Loop variables ``MaterializeKernelLaunch`` names after the thread axes.
+_THREAD_LOOP_VARS = frozenset({"tx", "ty", "tz"})
+
+
+def _drop_unit_thread_loops(func: Any) -> Any:
+    """Remove the one-trip ``tx``/``ty``/``tz`` loops some tilelang releases leave around the grid.
+
+    With ``lower_thread_binding=False``, tilelang 0.1.14 keeps each thread axis as a serial loop of
+    extent 1 inside the block loops (0.1.15 emits none).  They change nothing but hide the grid's
+    innermost loop from pipelining and the multi-core split, so they go here, whatever the release.
+    """
+    from tvm import tirx
+
+    def drop(node: Any) -> Any:
+        if (
+            isinstance(node, tirx.For)
+            and node.loop_var.name in _THREAD_LOOP_VARS
+            and isinstance(node.extent, tirx.IntImm)
+            and node.extent.value == 1
+            and isinstance(node.min, tirx.IntImm)
+            and node.min.value == 0
+        ):
+            return tirx.stmt_functor.substitute(node.body, {node.loop_var: tirx.const(0, node.loop_var.dtype)})
+        return None
+
+    return func.with_body(tirx.stmt_functor.ir_transform(func.body, None, drop, ["tirx.For"]))
+
+
 def _passes(mod: Any, dummy: Any) -> Any:
     import tilelang.transform as tl
     from tvm import tirx
@@ -201,6 +229,7 @@ def _passes(mod: Any, dummy: Any) -> Any:
     mod = tirx.transform.BindTarget(dummy)(mod)
     # T.Kernel grid -> serial loops over the block indices (a TPU core walks the grid).
     mod = tl.MaterializeKernelLaunch(lower_thread_binding=False, **_launch_options())(mod)
+    mod = _map_prim_funcs(mod, _drop_unit_thread_loops)
     # Mark those loops now, while they are known for sure: tpu:cores=N splits them over cores.
     mod = mark_grid_loops(mod)
     if should_force_let_inline():
