@@ -2,7 +2,7 @@
 
 PPL's fp32 -> fp16 and fp32 -> bf16 ``tiu::cast`` saturate (``inf -> 65504``,
 ``1e6 -> 65504``, ``inf -> 3.39e38`` in bf16, measured); IEEE round-to-nearest-even,
-which torch and TileLang on GPUs follow, gives ``±inf``.  ``codegen_cast.emit_cast``
+which torch and TileLang on GPUs follow, gives ``±inf``.  ``codegen.emit.cast.emit_cast``
 sends those elements to ``±inf``.  One kernel covers every cast site of the code
 generator: a cast in ``T.Parallel`` (whole tile and one half of it), ``T.Parallel``
 stores to global memory and reads of it, a tile -> tile ``T.copy`` (whole and by

@@ -315,19 +315,19 @@ def test_registered_as_tvm_build_function() -> None:
 
 
 def test_doc_construct_table_is_generated_from_the_code() -> None:
-    """docs/backends/tpu-codegen.md's construct table is codegen_constructs.markdown_table()
-    (regenerate with ``python -m tilelang_tpu.codegen_constructs``)."""
-    from tilelang_tpu import codegen_constructs
+    """docs/backends/tpu-codegen.md's construct table is codegen.doc_table.markdown_table()
+    (regenerate with ``python -m tilelang_tpu.codegen.doc_table``)."""
+    from tilelang_tpu.codegen import doc_table
 
     doc = (Path(__file__).resolve().parents[3] / "docs" / "backends" / "tpu-codegen.md").read_text()
-    section = doc.split(codegen_constructs.DOC_START + "\n", 1)[1].split(codegen_constructs.DOC_END, 1)[0]
-    assert section == codegen_constructs.markdown_table()
+    section = doc.split(doc_table.DOC_START + "\n", 1)[1].split(doc_table.DOC_END, 1)[0]
+    assert section == doc_table.markdown_table()
 
 
 def test_every_tile_op_in_the_table_has_its_handler() -> None:
-    from tilelang_tpu import codegen_constructs
+    from tilelang_tpu.codegen import table
 
-    handlers = codegen_constructs.tile_op_handlers()
+    handlers = table.tile_op_handlers()
     assert sorted(handlers) == [
         "tl.tileop.atomicadd",
         "tl.tileop.copy",

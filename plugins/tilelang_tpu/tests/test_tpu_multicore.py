@@ -1,4 +1,4 @@
-"""tpu:cores=N -- the T.Kernel grid split over BM1690 cores (codegen_multicore.py), on the emulator.
+"""tpu:cores=N -- the T.Kernel grid split over BM1690 cores (grid.py), on the emulator.
 
 Every multi-core kernel is run against torch *and* against its one-core build on the
 same random inputs: the cores only split the grid, so the results must be bitwise
@@ -16,7 +16,7 @@ import tilelang
 import tilelang.language as T
 import torch
 from tilelang_tpu import codegen, lowering, target
-from tilelang_tpu.codegen_multicore import launch_cores
+from tilelang_tpu.grid import launch_cores
 
 from tilecore import TargetOptionError
 

@@ -123,7 +123,7 @@ def _selects(M: int, N: int, BM: int, BN: int, dtype: str, valid: int) -> Any:
                 combined[i, j] = T.if_then_else((x[i, j] >= 0.25 and x[i, j] <= y[i, j]) or not (bx * BN + j < valid), y[i, j], -1.0)
                 # a scalar on the left of the comparison, a select nested in a select; the constant is
                 # of the tile's dtype, so the select runs in that dtype (a Python float makes TVM select
-                # in fp32 and cast back, which also keeps the -inf in y since codegen_cast sends overflow
+                # in fp32 and cast back, which also keeps the -inf in y since codegen.emit.cast sends overflow
                 # to ±inf; before that fix PPL's saturating fp32 -> fp16/bf16 cast turned it into -65504)
                 two = T.cast(2.0, dtype)
                 compared[i, j] = T.if_then_else(0.5 < x[i, j], x[i, j], T.if_then_else(x[i, j] != y[i, j], y[i, j], two))  # noqa: SIM300

@@ -224,7 +224,7 @@ def _passes(mod: Any, dummy: Any) -> Any:
     from tvm import tirx
 
     from tilecore.upstream import should_force_let_inline
-    from tilelang_tpu.codegen_multicore import mark_grid_loops
+    from tilelang_tpu.grid import mark_grid_loops
 
     mod = tirx.transform.BindTarget(dummy)(mod)
     # T.Kernel grid -> serial loops over the block indices (a TPU core walks the grid).

@@ -46,7 +46,7 @@ from tilecore.artifacts import Artifact, ArtifactStore, KernelFaultError
 from tilecore.host_compiler import find_host_compiler
 from tilecore.paths import cache_dir
 from tilelang_tpu import __version__, abi, emulator
-from tilelang_tpu.codegen_multicore import launch_cores
+from tilelang_tpu.grid import launch_cores
 from tilelang_tpu.setup import TpuToolchain
 from tilelang_tpu.target import CHIP_CORES, DIST, PCIE_UNSUPPORTED
 
@@ -347,7 +347,7 @@ class _Worker:
                 if scalars:
                     header["scalars"] = list(scalars)  # [slot, dtype, value] of each scalar parameter (abi.py)
                 if cores > 1:
-                    header["cores"] = cores  # a multi-core kernel (codegen_multicore.launch_cores)
+                    header["cores"] = cores  # a multi-core kernel (grid.launch_cores)
                 self._requests.write(json.dumps(header).encode() + b"\n")
                 for tensor, size in zip(tensors, sizes, strict=True):
                     if size:

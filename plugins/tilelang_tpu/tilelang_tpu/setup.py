@@ -39,7 +39,7 @@ from pathlib import Path
 
 from tilecore import Toolchain, ToolchainError
 from tilecore.paths import cache_root
-from tilelang_tpu.target import CHIPS, DIST, FALLBACK_CHIP_CODES, TARGET_NAME, owner
+from tilelang_tpu.chips import CHIPS, DIST, FALLBACK_CHIP_CODES, TARGET_NAME, owner
 
 logger = logging.getLogger("tilelang_tpu")
 

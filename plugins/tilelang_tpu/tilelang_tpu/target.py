@@ -26,24 +26,44 @@ from pathlib import Path
 
 from tilecore import Availability, TargetOption, TargetOptionError, TargetSpec
 from tilelang_tpu import __version__
+from tilelang_tpu.chips import (
+    CHIP_CORES,
+    CHIPS,
+    DEFAULT_CHIP,
+    DEFAULT_CORES,
+    DIST,
+    FALLBACK_CHIP_CODES,
+    MAX_CORES,
+    TARGET_NAME,
+    check_cores,
+    cores_of,
+    owner,
+)
 
-DIST = "tilelang-tpu"
-TARGET_NAME = "tpu"
-CHIPS = ("bm1690", "bm1684x")
-DEFAULT_CHIP = "bm1690"
+__all__ = [
+    "CHIPS",
+    "CHIP_CORES",
+    "DEFAULT_CHIP",
+    "DEFAULT_CORES",
+    "DIST",
+    "FALLBACK_CHIP_CODES",
+    "MAX_CORES",
+    "MODES",
+    "MODE_ENV",
+    "PCIE_UNSUPPORTED",
+    "TARGET",
+    "TARGET_NAME",
+    "card_runtime",
+    "check_cores",
+    "cores_of",
+    "default_mode",
+    "device_of",
+    "owner",
+    "probe",
+]
+
 MODES = ("pcie", "cmodel")
 MODE_ENV = "TILELANG_TPU_MODE"
-#: TPU cores a kernel's grid can be split over, per chip.  BM1690 has 8 (tpuRtKernelLaunch's
-#: block_num); BM1684X kernels launch through bmlib's tpu_kernel_launch, which has no core count.
-CHIP_CORES: Mapping[str, int] = {"bm1690": 8, "bm1684x": 1}
-#: ``cores=max``: every core of the chip.  The default: on the emulator a kernel's wall time
-#: falls to 0.36-0.90x of one core's with 8 (docs/benchmarks/tpu.md, "Multi-core"), and a
-#: card runs its cores in parallel.
-MAX_CORES = "max"
-DEFAULT_CORES = MAX_CORES
-
-#: PPL chip codes, used when the toolchain has no ``deps/chip/chip_map.json``.
-FALLBACK_CHIP_CODES: Mapping[str, str] = {"bm1690": "tpub_7_1", "bm1684x": "tpu_6_0"}
 
 #: Device nodes of SophGo's PCIe driver (BM1684X: bm-sophon<N>; BM1690/tpuv7: bmdev-ctl).
 _CARD_NODES = ("/dev/bm-sophon*", "/dev/bmdev-ctl")
@@ -52,10 +72,6 @@ _CARD_RUNTIMES = (
     "/opt/sophon/libsophon-current/lib/libbmlib.so",
     "/opt/tpuv7/tpuv7-current/lib/libtpuv7_rt.so",
 )
-
-
-def owner() -> str:
-    return f"{DIST} {__version__}"
 
 
 def card_runtime() -> tuple[list[str], str | None]:
@@ -79,27 +95,6 @@ def default_mode() -> str:
         return explicit
     nodes, library = card_runtime()
     return "pcie" if nodes and library else "cmodel"
-
-
-def cores_of(chip: str, value: str) -> int:
-    """The core count the ``cores`` option's ``value`` means on ``chip`` (``max``: all of them)."""
-    return CHIP_CORES.get(chip, 1) if value == MAX_CORES else check_cores(chip, int(value))
-
-
-def check_cores(chip: str, cores: int) -> int:
-    """``cores`` if ``chip`` has that many TPU cores to split a grid over, else a TargetOptionError."""
-    most = CHIP_CORES.get(chip, 1)
-    if not 1 <= cores <= most:
-        why = (
-            "its kernels launch through bmlib's tpu_kernel_launch, which runs a kernel on one core"
-            if most == 1
-            else f"it has {most} TPU cores"
-        )
-        raise TargetOptionError(
-            f"target {TARGET_NAME!r} ({owner()}): chip {chip} cannot run a kernel on cores={cores}: {why}. "
-            f"Use cores=1{f'..{most}' if most > 1 else ''} (e.g. target='{TARGET_NAME}:chip={chip},cores=1')."
-        )
-    return cores
 
 
 def device_of(options: Mapping[str, str]) -> str:

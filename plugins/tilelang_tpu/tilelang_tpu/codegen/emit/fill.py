@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tilelang_tpu.codegen_ir import region
-from tilelang_tpu.codegen_layout import FLOAT_DTYPES
+from tilelang_tpu.codegen.ir import region
+from tilelang_tpu.codegen.layout import FLOAT_DTYPES
 
 if TYPE_CHECKING:
-    from tilelang_tpu.codegen_emit import Emitter
+    from tilelang_tpu.codegen.context import EmitContext
 
 __all__ = ["emit_fill"]
 
 
-def emit_fill(em: Emitter, call: Any) -> None:
+def emit_fill(em: EmitContext, call: Any) -> None:
     buf, mins, ext = region(call.args[0])
     tile, view, _ = em.region_view(buf, mins, ext)
     value = call.args[1]

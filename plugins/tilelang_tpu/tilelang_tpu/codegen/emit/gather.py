@@ -19,47 +19,26 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tilelang_tpu.codegen_cast import emit_cast, temp_tiles
-from tilelang_tpu.codegen_ir import Tile, is_const, same_var
-from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES, offset4, to4
+from tilelang_tpu.codegen.emit.cast import emit_cast, temp_tiles
+from tilelang_tpu.codegen.ir import is_const, same_var
+from tilelang_tpu.codegen.layout import DTYPES, ELEMENT_BYTES, FLOAT_DTYPES, WORD_PAIR_DTYPES, offset4, storage_dims, storage_type, to4
+from tilelang_tpu.codegen.values import Tile
 
 if TYPE_CHECKING:
-    from tilelang_tpu.codegen_emit import Emitter
+    from tilelang_tpu.codegen.context import EmitContext
 
-__all__ = ["WORD_PAIR_DTYPES", "copy_gathered_row", "emit_global_read", "reads_global", "storage_dims", "storage_type", "uses_loaded_index"]
+__all__ = ["copy_gathered_row", "emit_global_read", "reads_global", "uses_loaded_index"]
 
 #: Integer dtypes an index tensor may have (reinterpreted as the DMA's uint32 index).
 INDEX_DTYPES = ("int32", "uint32", "int64")
-
-#: Dtypes PPL has no tensors of, held as pairs of 32-bit words (little-endian: the low word
-#: first), so the last axis (``W``) of their tensors and tiles is twice as long.  Only
-#: embedding ids are 64-bit: such tensors and tiles are copied and used as gather indices,
-#: and refused by name everywhere else.
-WORD_PAIR_DTYPES = {"int64": "uint32"}
-
 
 #: The largest distance, in bytes, between consecutive elements along ``W`` that a DMA takes
 #: from global memory (``MAX_WSTRIDE_BYTE_LEN`` of PPL's DMA checker; the BM1684X emulator
 #: asserts on more).
 MAX_W_STRIDE_BYTES = 128
 
-_ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "uint32": 4, "int16": 2, "uint16": 2, "int8": 1, "uint8": 1}
 
-
-def storage_type(dtype: str) -> str:
-    """The PPL element type a tensor or tile of TIR dtype ``dtype`` is held in."""
-    return WORD_PAIR_DTYPES.get(dtype) or DTYPES[dtype]
-
-
-def storage_dims(dims4: list[str], dtype: str) -> list[str]:
-    """4-D extents (or offsets) in elements of :func:`storage_type`: ``W`` doubled for word pairs."""
-    if dtype not in WORD_PAIR_DTYPES:
-        return list(dims4)
-    w = dims4[3]
-    return [*dims4[:3], str(2 * int(w)) if w.lstrip("-").isdigit() else f"2 * ({w})"]
-
-
-def reads_global(em: Emitter, value: Any) -> bool:
+def reads_global(em: EmitContext, value: Any) -> bool:
     """Whether the expression ``value`` reads a global tensor."""
     return any(load.buffer.data in em.globals_ for load in _loads(value))
 
@@ -82,7 +61,7 @@ def uses_loaded_index(indices: list[Any]) -> bool:
     return bool(found)
 
 
-def emit_global_read(em: Emitter, store: Any, tile: Tile, loop_vars: list[Any], extents: list[int], loop: Any) -> None:
+def emit_global_read(em: EmitContext, store: Any, tile: Tile, loop_vars: list[Any], extents: list[int], loop: Any) -> None:
     """``tile[i, j] = G[...]`` in a ``T.Parallel``: a row gather or a strided load (module doc)."""
     from tvm import tirx
 
@@ -129,7 +108,7 @@ def emit_global_read(em: Emitter, store: Any, tile: Tile, loop_vars: list[Any], 
         emit_cast(em, tile.name, target, tile.dtype, g.dtype, temp_tiles(em, block, block))
 
 
-def _row_gather(em: Emitter, load: Any, loop_vars: list[Any], extents: list[int], target: str, loop: Any) -> None:
+def _row_gather(em: EmitContext, load: Any, loop_vars: list[Any], extents: list[int], target: str, loop: Any) -> None:
     """``target[i, j] = table[ids(i), c + j]``: ``dma::gather_h`` with one index per lane."""
     from tvm import tirx
 
@@ -171,7 +150,7 @@ def _row_gather(em: Emitter, load: Any, loop_vars: list[Any], extents: list[int]
     em.emit(f"dma::gather_h({target}, {table}, {index_view}, 0);")
 
 
-def _index_view(em: Emitter, row_index: Any, row_var: Any, rows: int, vocab: int, loop: Any) -> tuple[str, str]:
+def _index_view(em: EmitContext, row_index: Any, row_var: Any, rows: int, vocab: int, loop: Any) -> tuple[str, str]:
     """(C expression of a ``[1, n, 1, 1]`` uint32 view of the ids ``row_index`` reads per row,
     ``n``): ``n`` is ``rows``, or fewer where the ids tensor ends inside the block."""
     from tvm import tirx
@@ -233,7 +212,7 @@ def _index_view(em: Emitter, row_index: Any, row_var: Any, rows: int, vocab: int
     return f"{ids_flat}.view<uint32>().sub_view({shape}, {origin})", count
 
 
-def _narrowed(em: Emitter, pairs: str, lanes: str, vocab: int) -> str:
+def _narrowed(em: EmitContext, pairs: str, lanes: str, vocab: int) -> str:
     """A ``[1, lanes, 1, 1]`` uint32 tile of the 64-bit ids in ``pairs`` (a ``[1, lanes, 1, 2]``
     uint32 tile of (low, high) words): the low word where the high word is 0, else ``vocab``
     (the table's row count).  So a negative id or one of 2^32 and more is out of range (a row
@@ -259,7 +238,7 @@ def _narrowed(em: Emitter, pairs: str, lanes: str, vocab: int) -> str:
     return out
 
 
-def _load_narrowed(em: Emitter, ids: str, lanes: str, count: str, origin: str, vocab: int) -> str:
+def _load_narrowed(em: EmitContext, ids: str, lanes: str, count: str, origin: str, vocab: int) -> str:
     """:func:`_narrowed` of ``count`` 64-bit ids of the global tensor ``ids`` (its word-pair
     view) from ``origin`` on, loaded into a ``[1, lanes, 1, 2]`` tile first."""
     block = em.dim4var(["1", lanes, "1", "2"], "pblock")
@@ -271,7 +250,7 @@ def _load_narrowed(em: Emitter, ids: str, lanes: str, count: str, origin: str, v
     return _narrowed(em, pairs, lanes, vocab)
 
 
-def _strided_load(em: Emitter, load: Any, loop_vars: list[Any], extents: list[int], target: str, loop: Any) -> None:
+def _strided_load(em: EmitContext, load: Any, loop_vars: list[Any], extents: list[int], target: str, loop: Any) -> None:
     """``target[v0, v1, ...] = G[o0 + s0 * v_a, ...]``: one DMA from a strided ``gtensor`` view."""
     from tvm import tirx
 
@@ -331,7 +310,7 @@ def _strided_load(em: Emitter, load: Any, loop_vars: list[Any], extents: list[in
         em.emit(f"if ({' || '.join(guards)}) dma::zero({target});")
     zero = em.dim4var(["0", "0", "0", "0"], "szero")
     destination = f"{target}.sub_view({shape}, {zero})" if guards else target
-    elem = _ELEMENT_BYTES[g.dtype]
+    elem = ELEMENT_BYTES[g.dtype]
     if strides[-1] * elem <= MAX_W_STRIDE_BYTES:
         em.emit(f"dma::load({destination}, {base}.view({shape}, {stride}));")
         return
@@ -356,7 +335,7 @@ def _strided_load(em: Emitter, load: Any, loop_vars: list[Any], extents: list[in
 
 
 def copy_gathered_row(
-    em: Emitter, src: Any, src_min: list[Any], src_ext: list[Any], dst: Any, dst_min: list[Any], dst_ext: list[Any]
+    em: EmitContext, src: Any, src_min: list[Any], src_ext: list[Any], dst: Any, dst_min: list[Any], dst_ext: list[Any]
 ) -> None:
     """``T.copy(table[ids[k], c:c + n], row)``: one row chosen by a value read from a tile or
     tensor, as a one-lane ``dma::gather_h`` into a ``[1, n]`` tile or one row of a 2-D tile."""

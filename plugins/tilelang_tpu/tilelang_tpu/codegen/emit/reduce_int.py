@@ -4,7 +4,7 @@ The pooling unit that reduces float rows (``quick_pooling``) takes floats only, 
 an int32 sum through fp32 would round beyond 2^24.  Instead, a scratch copy of the
 tile is folded in half along ``W`` until one column is left: step by step,
 ``x[:, :h] op= x[:, n-h:n]`` with ``h = n // 2`` (``tiu::add`` / ``tiu::max`` /
-``tiu::min`` on ``W``-offset sub-views, the way ``codegen_scan`` scans), so
+``tiu::min`` on ``W``-offset sub-views, the way ``codegen.emit.scan`` scans), so
 ``ceil(log2 n)`` integer instructions per reduction, any ``n``.  Sums wrap around
 in two's complement on overflow, as int32 sums do on GPUs.
 
@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tilelang_tpu.codegen_ir import Tile
-from tilelang_tpu.codegen_layout import DTYPES
+from tilelang_tpu.codegen.emit.transpose import emit_lane_transpose
+from tilelang_tpu.codegen.layout import DTYPES
+from tilelang_tpu.codegen.values import Tile
 
 if TYPE_CHECKING:
-    from tilelang_tpu.codegen_emit import Emitter
+    from tilelang_tpu.codegen.context import EmitContext
 
 __all__ = ["INT_REDUCE_DTYPES", "INT_REDUCE_KINDS", "emit_int_reduce"]
 
@@ -33,10 +34,8 @@ INT_REDUCE_DTYPES = ("int32",)
 INT_REDUCE_KINDS = {"sum": "add", "max": "max", "min": "min"}
 
 
-def emit_int_reduce(em: Emitter, kind: str, st: Tile, dt: Tile, across_lanes: bool, clear: bool) -> None:
+def emit_int_reduce(em: EmitContext, kind: str, st: Tile, dt: Tile, across_lanes: bool, clear: bool) -> None:
     """Reduce the int32 tile ``st`` into ``dt`` (shapes already checked by the caller)."""
-    from tilelang_tpu.codegen_reduce import emit_lane_transpose
-
     if kind not in INT_REDUCE_KINDS:
         raise em.fail(
             f"T.reduce_{kind} of {st.dtype} data",

@@ -6,24 +6,25 @@ every other block: load the region (clipped at the tensor's edge like ``T.copy``
 into a scratch tile, ``tiu::fadd`` the tile, store it back.  This is the documented
 equivalent of TileLang's tile-region atomic add on this target.  Under ``tpu:cores=N``
 only the grid loops whose blocks add into disjoint regions are split over cores
-(:func:`codegen_multicore.grid_split`): two cores adding into one region would race.
+(:func:`grid.grid_split`): two cores adding into one region would race.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tilelang_tpu.codegen_copy import copy_regions
-from tilelang_tpu.codegen_ir import Tile, region
-from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES
+from tilelang_tpu.codegen.emit.copy import copy_regions
+from tilelang_tpu.codegen.ir import region
+from tilelang_tpu.codegen.layout import DTYPES, FLOAT_DTYPES
+from tilelang_tpu.codegen.values import Tile
 
 if TYPE_CHECKING:
-    from tilelang_tpu.codegen_emit import Emitter
+    from tilelang_tpu.codegen.context import EmitContext
 
 __all__ = ["emit_atomic_add"]
 
 
-def emit_atomic_add(em: Emitter, call: Any) -> None:
+def emit_atomic_add(em: EmitContext, call: Any) -> None:
     from tvm import tirx
 
     src, src_min, src_ext = region(call.args[0])

@@ -6,21 +6,22 @@ transposes ``C`` and ``W`` with ``tiu::transpose_cw``/``transpose_wc`` into a
 scratch tile, which puts the reduced axis on ``W``, and pools that.
 
 int32 tiles are not pooled (the pooling unit takes floats only): after the same
-checks they go to :mod:`tilelang_tpu.codegen_reduce_int`, an exact integer tree.
+checks they go to :mod:`tilelang_tpu.codegen.emit.reduce_int`, an exact integer tree.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tilelang_tpu.codegen_ir import float_imm, region
-from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES, REDUCE_ALIGN
-from tilelang_tpu.codegen_reduce_int import INT_REDUCE_DTYPES, emit_int_reduce
+from tilelang_tpu.codegen.emit.reduce_int import INT_REDUCE_DTYPES, emit_int_reduce
+from tilelang_tpu.codegen.emit.transpose import emit_lane_transpose
+from tilelang_tpu.codegen.ir import float_imm, region
+from tilelang_tpu.codegen.layout import DTYPES, FLOAT_DTYPES, REDUCE_ALIGN
 
 if TYPE_CHECKING:
-    from tilelang_tpu.codegen_emit import Emitter
+    from tilelang_tpu.codegen.context import EmitContext
 
-__all__ = ["emit_lane_transpose", "emit_reduce"]
+__all__ = ["emit_reduce"]
 
 
 # Reduce kinds -> (quick_pooling mode, identity used to pad a row, negate around it, abs first)
@@ -33,28 +34,7 @@ _REDUCE = {
 }
 
 
-def emit_lane_transpose(em: Emitter, src: str, ty: str, c: int, w: int, block: str, real: str) -> str:
-    """Emit a TPU_ALIGN tile (allocated as ``block``, viewed as ``real`` = ``[1, w, 1, c]``)
-    holding ``src`` (``[1, c, 1, w]``) with ``C`` and ``W`` swapped; returns its name.
-
-    PPL: ``transpose_cw`` when ``C >= W``, ``transpose_wc`` otherwise (both swap C and W;
-    checked on the emulator).  ``transpose_cw`` must write a ``TPU_ROW_ALIGN`` tensor,
-    which is then moved into a ``TPU_ALIGN`` one (what pooling and matmul read).
-    """
-    out = em.fresh("tr")
-    if c >= w:
-        staged = em.fresh("trrow")
-        em.emit(f"auto {staged} = make_tensor<{ty}>({block}, {real}, TPU_ROW_ALIGN);")
-        em.emit(f"tiu::transpose_cw({staged}, {src});")
-        em.emit(f"auto {out} = make_tensor<{ty}>({block}, {real});")
-        em.emit(f"tiu::move({out}, {staged});")
-    else:
-        em.emit(f"auto {out} = make_tensor<{ty}>({block}, {real});")
-        em.emit(f"tiu::transpose_wc({out}, {src});")
-    return out
-
-
-def emit_reduce(em: Emitter, call: Any) -> None:
+def emit_reduce(em: EmitContext, call: Any) -> None:
     src, smin, sext = region(call.args[0])
     dst, _dmin, _dext = region(call.args[1])
     kind = str(call.args[2].value) if hasattr(call.args[2], "value") else str(call.args[2])

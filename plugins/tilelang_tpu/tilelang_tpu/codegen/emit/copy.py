@@ -5,26 +5,34 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tilelang_tpu.codegen_cast import emit_cast, temp_tiles
-from tilelang_tpu.codegen_gather import WORD_PAIR_DTYPES, copy_gathered_row, storage_dims, uses_loaded_index
-from tilelang_tpu.codegen_ir import GlobalTensor, Tile, is_const, local_dims, region, squeeze
-from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES, offset4, to4
-from tilelang_tpu.codegen_slices import permuted_slice
+from tilelang_tpu.codegen.emit.cast import emit_cast, temp_tiles
+from tilelang_tpu.codegen.emit.gather import copy_gathered_row, uses_loaded_index
+from tilelang_tpu.codegen.emit.slices import permuted_slice
+from tilelang_tpu.codegen.ir import is_const, local_dims, region, squeeze
+from tilelang_tpu.codegen.layout import DTYPES, FLOAT_DTYPES, WORD_PAIR_DTYPES, offset4, storage_dims, to4
+from tilelang_tpu.codegen.values import GlobalTensor, Tile
 
 if TYPE_CHECKING:
-    from tilelang_tpu.codegen_emit import Emitter
+    from tilelang_tpu.codegen.context import EmitContext
 
-__all__ = ["copy_local", "copy_regions", "emit_copy", "emit_tile_transpose"]
+__all__ = ["copy_local", "copy_regions", "emit_copy"]
 
 
-def emit_copy(em: Emitter, call: Any) -> None:
+def emit_copy(em: EmitContext, call: Any) -> None:
     src, src_min, src_ext = region(call.args[0])
     dst, dst_min, dst_ext = region(call.args[1])
     copy_regions(em, src, src_min, src_ext, dst, dst_min, dst_ext)
 
 
 def copy_regions(
-    em: Emitter, src: Any, src_min: list[Any], src_ext: list[Any], dst: Any, dst_min: list[Any], dst_ext: list[Any], zero_fill: bool = True
+    em: EmitContext,
+    src: Any,
+    src_min: list[Any],
+    src_ext: list[Any],
+    dst: Any,
+    dst_min: list[Any],
+    dst_ext: list[Any],
+    zero_fill: bool = True,
 ) -> None:
     """``T.copy(src[region], dst[region])`` for buffers the emitter knows (tiles or kernel parameters).
     ``zero_fill=False`` leaves the overhang of a clipped load undefined (for a caller that never stores it)."""
@@ -92,7 +100,7 @@ def copy_regions(
             )
         gview, shape, g4 = permuted_slice(em, em.global_view(gbuf.data, "lanes"), g, gmin, gext, real, tile, lext)
     else:
-        # 64-bit ids are word pairs: W extents and offsets count 32-bit words (codegen_gather).
+        # 64-bit ids are word pairs: W extents and offsets count 32-bit words (codegen.emit.gather).
         shape = em.dim4var(storage_dims(g4, g.dtype))
         goff = em.dim4var(
             storage_dims(offset4([em.expr(m) for m in gmin], tile.layout if len(g.dims) == len(tile.shape) else "lanes"), g.dtype), "goff"
@@ -131,7 +139,7 @@ def copy_regions(
     if g.dtype != tile.dtype and WORD_PAIR_DTYPES.keys() & {g.dtype, tile.dtype}:
         raise em.fail(f"T.copy converting {g.dtype} <-> {tile.dtype}", hint="copy 64-bit ids into a tile of the same dtype")
     if guards:
-        # A region wholly past a symbolic dimension's end: nothing to move (see codegen_dynamic).
+        # A region wholly past a symbolic dimension's end: nothing to move (see codegen.entry).
         em.emit(f"if ({' && '.join(f'{n} > 0' for n in guards)}) {{")
         em.indent += 1
     if g.dtype != tile.dtype:
@@ -145,12 +153,12 @@ def copy_regions(
         em.emit("}")
 
 
-def _cast_load(em: Emitter, g: GlobalTensor, gview: str, tile: Tile, shape: str, zero_if: str | None, partial: bool) -> None:
+def _cast_load(em: EmitContext, g: GlobalTensor, gview: str, tile: Tile, shape: str, zero_if: str | None, partial: bool) -> None:
     """``T.copy`` of a global region into a whole tile of another float dtype: the region is
     loaded into a staging tile of the tile's block (zero-filled first where it is clipped),
     which is cast whole.  Casting into a sub-view of a zero-filled tile instead crashes
     ppl-compile 1.30.2 in a pipelined loop (SIGSEGV; so does moving into one), and the
-    overflow fix of a narrowing cast needs whole tiles (``codegen_cast``)."""
+    overflow fix of a narrowing cast needs whole tiles (``codegen.emit.cast``)."""
     blk = em.dim4var(tile.block, "cblk")
     staged = em.fresh("staged")
     em.emit(f"auto {staged} = make_tensor<{DTYPES[g.dtype]}>({blk}, {blk});")
@@ -164,10 +172,10 @@ def _cast_load(em: Emitter, g: GlobalTensor, gview: str, tile: Tile, shape: str,
     emit_cast(em, tile.name, staged, tile.dtype, g.dtype, temp_tiles(em, blk, blk))
 
 
-def _cast_store(em: Emitter, g: GlobalTensor, gview: str, tile: Tile, shape: str) -> None:
+def _cast_store(em: EmitContext, g: GlobalTensor, gview: str, tile: Tile, shape: str) -> None:
     """``T.copy`` of a whole tile into a global region of another float dtype that the tensor's
     edge clips: the whole tile is cast into a staging tile (whole tiles need no temporaries for
-    the overflow fix, ``codegen_cast``), whose clipped part is stored."""
+    the overflow fix, ``codegen.emit.cast``), whose clipped part is stored."""
     blk = em.dim4var(tile.block, "cblk")
     staged = em.fresh("staged")
     em.emit(f"auto {staged} = make_tensor<{DTYPES[g.dtype]}>({blk}, {blk});")
@@ -176,7 +184,7 @@ def _cast_store(em: Emitter, g: GlobalTensor, gview: str, tile: Tile, shape: str
     em.emit(f"dma::store({gview}, {staged}.sub_view({shape}, {origin}));")
 
 
-def _copy_cast(em: Emitter, load: bool, g: GlobalTensor, gview: str, tile: Tile, lview: str, lreal: str) -> None:
+def _copy_cast(em: EmitContext, load: bool, g: GlobalTensor, gview: str, tile: Tile, lview: str, lreal: str) -> None:
     if g.dtype not in FLOAT_DTYPES or tile.dtype not in FLOAT_DTYPES:
         raise em.fail(f"T.copy converting {g.dtype} <-> {tile.dtype}", hint="casts between fp32, fp16 and bf16 are supported")
     blk = em.dim4var(tile.block, "cblk")
@@ -191,7 +199,7 @@ def _copy_cast(em: Emitter, load: bool, g: GlobalTensor, gview: str, tile: Tile,
         em.emit(f"dma::store({gview}, {tmp});")
 
 
-def copy_local(em: Emitter, src: Any, src_min: list[Any], src_ext: list[Any], dst: Any, dst_min: list[Any], dst_ext: list[Any]) -> None:
+def copy_local(em: EmitContext, src: Any, src_min: list[Any], src_ext: list[Any], dst: Any, dst_min: list[Any], dst_ext: list[Any]) -> None:
     if squeeze(src_ext) != squeeze(dst_ext):
         raise em.fail(f"T.copy between tiles of different extents ({list(src_ext)} vs {list(dst_ext)})")
     st, sview, s4 = em.region_view(src, src_min, src_ext)
@@ -212,42 +220,3 @@ def copy_local(em: Emitter, src: Any, src_min: list[Any], src_ext: list[Any], ds
         emit_cast(em, dview, sview, dt.dtype, st.dtype, temp_tiles(em, d4, d4))
     else:
         raise em.fail(f"T.copy converting {st.dtype} -> {dt.dtype}", hint="casts between fp32, fp16 and bf16 are supported")
-
-
-def emit_tile_transpose(em: Emitter, store: Any, loop_vars: list[Any], extents: list[int]) -> bool:
-    """``b[j, i] = a[i, j]`` in a ``T.Parallel(I, J)`` over local 2-D tiles of one dtype:
-    ``dma::transpose_cw`` (lanes and W swapped by the DMA engine, local to local).
-    Returns False, emitting nothing, for any other statement."""
-    from tvm import tirx
-
-    value = store.value
-    if not (isinstance(value, tirx.BufferLoad) and value.buffer.data in em.tiles and store.buffer.data in em.tiles):
-        return False
-    dst_index, src_index = list(store.indices), list(value.indices)
-    if len(loop_vars) != 2 or len(dst_index) != 2 or len(src_index) != 2:
-        return False
-    if not all(isinstance(x, tirx.Var) for x in (*dst_index, *src_index)):
-        return False
-    if not (dst_index[0].same_as(src_index[1]) and dst_index[1].same_as(src_index[0]) and not dst_index[0].same_as(dst_index[1])):
-        return False
-    if not all(any(x.same_as(v) for v in loop_vars) for x in dst_index):
-        return False
-    dt, st = em.tiles[store.buffer.data], em.tiles[value.buffer.data]
-    if dt is st:
-        raise em.fail(f"in-place transpose of tile {store.buffer.name}", hint="transpose into another tile")
-    if dt.layout != "lanes" or st.layout != "lanes":
-        raise em.fail(
-            f"transpose {store.buffer.name}[{dst_index[0]}, {dst_index[1]}] = {value.buffer.name}[...] of an fp32 T.gemm operand",
-            hint="transpose a tile that is not a T.gemm operand, or use T.gemm's transpose_A/transpose_B",
-        )
-    if dt.dtype != st.dtype:
-        raise em.fail(f"transpose from {st.dtype} to {dt.dtype}", hint="transpose within one dtype, then cast")
-    extent = {v.name: e for v, e in zip(loop_vars, extents, strict=True)}
-    rows, cols = extent[src_index[0].name], extent[src_index[1].name]
-    if rows > st.shape[0] or cols > st.shape[1] or cols > dt.shape[0] or rows > dt.shape[1]:
-        raise em.fail(f"transpose of a [{rows}, {cols}] domain outside tile {value.buffer.name} or {store.buffer.name}")
-    zero = [tirx.const(0, "int32")] * 2
-    _, src_view, _ = em.region_view(value.buffer, zero, [tirx.const(rows, "int32"), tirx.const(cols, "int32")])
-    _, dst_view, _ = em.region_view(store.buffer, zero, [tirx.const(cols, "int32"), tirx.const(rows, "int32")])
-    em.emit(f"dma::transpose_cw({dst_view}, {src_view});")
-    return True

@@ -5,22 +5,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tilelang_tpu.codegen_ir import Tile, region
-from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES
-from tilelang_tpu.codegen_reduce import emit_lane_transpose
+from tilelang_tpu.codegen.emit.transpose import emit_lane_transpose
+from tilelang_tpu.codegen.ir import region
+from tilelang_tpu.codegen.layout import DTYPES, FLOAT_DTYPES
+from tilelang_tpu.codegen.values import Tile
 
 if TYPE_CHECKING:
-    from tilelang_tpu.codegen_emit import Emitter
+    from tilelang_tpu.codegen.context import EmitContext
 
 __all__ = ["emit_gemm"]
 
 
-def emit_gemm(em: Emitter, call: Any) -> None:
+def emit_gemm(em: EmitContext, call: Any) -> None:
     a, amin, aext = region(call.args[0])
     b, bmin, bext = region(call.args[1])
     c, cmin, cext = region(call.args[2])
     trans_a, trans_b = bool(int(call.args[3])), bool(int(call.args[4]))
-    # clear_accum=True, or the zero fill just before it was dropped (codegen_plan.overwriting_gemm).
+    # clear_accum=True, or the zero fill just before it was dropped (codegen.plan.overwriting_gemm).
     clear = bool(int(call.args[9])) or (em.overwriting is not None and call.same_as(em.overwriting))
     tiles = [em.tiles.get(x.data) for x in (a, b, c)]
     if any(t is None for t in tiles):
@@ -67,7 +68,7 @@ def emit_gemm(em: Emitter, call: Any) -> None:
     em.emit(f"tiu::fmm2_{form}({ct.name}, {a_name}, {bt.name}, {accumulate});")
 
 
-def _rows_n_transposed(em: Emitter, tile: Tile) -> str:
+def _rows_n_transposed(em: EmitContext, tile: Tile) -> str:
     """A scratch tile holding ``tile`` (TileLang shape ``[r, c]``) transposed, in the rows_n
     layout of ``tiu::fmm`` (``[c, 1, 1, r]``); returns its name.
 

@@ -9,7 +9,7 @@ every value whose magnitude rounds beyond the largest finite one, become ``±655
 (fp16) or ``±3.3895e38`` (bf16), where IEEE (torch, TileLang on GPUs) gives ``±inf``.
 So after those two casts, two ``tiu::gt_select`` send the elements whose fp32 source is
 beyond the rounding threshold to ``±inf`` (``gt_select`` is the IEEE compare on the
-emulator, false whenever a NaN is involved, so NaN stays NaN; see ``codegen_select``).
+emulator, false whenever a NaN is involved, so NaN stays NaN; see ``codegen.emit.select``).
 
 BM1684X's cmodel gives ±inf already (measured on the same values), and its compare-select
 refuses an fp32 comparison that writes fp16/bf16, so there the cast stays a plain
@@ -25,11 +25,11 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from tilelang_tpu.codegen_layout import DTYPES
+from tilelang_tpu.codegen.layout import DTYPES
 
 if TYPE_CHECKING:
-    from tilelang_tpu.codegen_emit import Emitter
-    from tilelang_tpu.codegen_ir import Tile
+    from tilelang_tpu.codegen.context import EmitContext
+    from tilelang_tpu.codegen.values import Tile
 
 __all__ = ["OVERFLOW_LIMITS", "SATURATING_CHIPS", "emit_cast", "is_plain", "temp_tiles"]
 
@@ -46,7 +46,7 @@ OVERFLOW_LIMITS: dict[tuple[str, str], str] = {
 }
 
 
-def emit_cast(em: Emitter, dst: str, src: str, dst_dtype: str, src_dtype: str, temp: Callable[[str], str]) -> None:
+def emit_cast(em: EmitContext, dst: str, src: str, dst_dtype: str, src_dtype: str, temp: Callable[[str], str]) -> None:
     """``dst = src`` converted from ``src_dtype`` to ``dst_dtype`` (fp32/fp16/bf16), IEEE
     round-to-nearest-even with overflow to ±inf.  ``dst`` and ``src`` are tiles or views of
     one shape; ``temp(dtype)`` declares a whole tile of that shape and returns its name.
@@ -91,7 +91,7 @@ def emit_cast(em: Emitter, dst: str, src: str, dst_dtype: str, src_dtype: str, t
         em.emit(f"tiu::move({dst}, {out}{window});")
 
 
-def _sub_view(em: Emitter, text: str) -> tuple[Tile, str] | None:
+def _sub_view(em: EmitContext, text: str) -> tuple[Tile, str] | None:
     """(tile, ``.sub_view(shape, offset)``) for a sub-view ``tile.sub_view(shape, offset)`` of a tile."""
     match = re.fullmatch(r"(\w+)(\.sub_view\(\w+, \w+\))", text)
     if match is None:
@@ -100,7 +100,7 @@ def _sub_view(em: Emitter, text: str) -> tuple[Tile, str] | None:
     return None if tile is None else (tile, match.group(2))
 
 
-def temp_tiles(em: Emitter, block: str | list[str], shape: str | list[str]) -> Callable[[str], str]:
+def temp_tiles(em: EmitContext, block: str | list[str], shape: str | list[str]) -> Callable[[str], str]:
     """``temp(dtype)`` for :func:`emit_cast`: declares a local tile of ``block`` and ``shape``
     (names of ``dim4`` variables, or their four values, declared on first use) and returns its name."""
 
@@ -114,7 +114,7 @@ def temp_tiles(em: Emitter, block: str | list[str], shape: str | list[str]) -> C
     return temp
 
 
-def is_plain(em: Emitter, text: str) -> bool:
+def is_plain(em: EmitContext, text: str) -> bool:
     """True for a whole tile (one ``make_tensor``, TPU_ALIGN), not a view of one."""
     declaration = f"auto {text} = make_tensor<"
     return any(line.lstrip().startswith(declaration) for line in reversed(em.lines))

@@ -11,16 +11,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tilelang_tpu.codegen_ir import region
-from tilelang_tpu.codegen_layout import DTYPES, FLOAT_DTYPES
+from tilelang_tpu.codegen.ir import region
+from tilelang_tpu.codegen.layout import DTYPES, FLOAT_DTYPES
 
 if TYPE_CHECKING:
-    from tilelang_tpu.codegen_emit import Emitter
+    from tilelang_tpu.codegen.context import EmitContext
 
 __all__ = ["emit_cumsum"]
 
 
-def emit_cumsum(em: Emitter, call: Any) -> None:
+def emit_cumsum(em: EmitContext, call: Any) -> None:
     src, smin, sext = region(call.args[0])
     dst, dmin, dext = region(call.args[1])
     dim, reverse = int(call.args[2]), bool(int(call.args[3]))

@@ -1,13 +1,14 @@
 """The table of TileLang constructs the tpu code generator knows: one row per construct,
-with what it becomes in PPL, its status and the module that emits it.
+with what it becomes in PPL, its status, the module that emits it and, for a tile op, the
+handler function itself.
 
 The table is the single source of two things:
 
-* the dispatch of tile-op calls (``tl.tileop.copy`` -> :func:`codegen_copy.emit_copy`, ...),
-  through :func:`tile_op_handlers`;
+* the dispatch of tile-op calls (``tl.tileop.copy`` -> :func:`~tilelang_tpu.codegen.emit.copy.emit_copy`,
+  ...) by the walker, through :func:`tile_op_handlers`;
 * the "Supported constructs" table of ``docs/backends/tpu-codegen.md``, through
-  :func:`markdown_table` (``python -m tilelang_tpu.codegen_constructs`` rewrites it;
-  a test checks that the page matches).
+  :func:`tilelang_tpu.codegen.doc_table.markdown_table` (``python -m tilelang_tpu.codegen.doc_table``
+  rewrites it; a test checks that the page matches).
 
 Rows with status ``refused`` are constructs users write that the generator rejects
 with a :class:`~tilelang_tpu.codegen.TpuCodegenError` naming them (never wrong code).
@@ -15,15 +16,20 @@ with a :class:`~tilelang_tpu.codegen.TpuCodegenError` naming them (never wrong c
 
 from __future__ import annotations
 
-import importlib
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any
 
-__all__ = ["CONSTRUCTS", "Construct", "markdown_table", "supported_tile_ops_hint", "tile_op_handlers"]
+from tilelang_tpu.codegen.context import EmitContext
+from tilelang_tpu.codegen.emit.atomic import emit_atomic_add
+from tilelang_tpu.codegen.emit.copy import emit_copy
+from tilelang_tpu.codegen.emit.fill import emit_fill
+from tilelang_tpu.codegen.emit.gemm import emit_gemm
+from tilelang_tpu.codegen.emit.reduce import emit_reduce
+from tilelang_tpu.codegen.emit.scan import emit_cumsum
+
+__all__ = ["CONSTRUCTS", "REFUSED", "SUPPORTED", "Construct", "supported_tile_ops_hint", "tile_op_handlers"]
 
 SUPPORTED = "supported"
 REFUSED = "refused"
@@ -35,17 +41,17 @@ class Construct:
 
     tilelang: str  #: what the user writes (Markdown)
     ppl: str  #: what is emitted, or why it is refused and what to do instead (Markdown)
-    module: str  #: the codegen module that emits (or refuses) it
+    module: str  #: the module (path under ``tilelang_tpu/``, no ``.py``) that emits (or refuses) it
     status: str = SUPPORTED
     tile_op: str | None = None  #: the TIR tile-op call dispatched to ``handler``
-    handler: str | None = None  #: function of ``module`` that emits ``tile_op``
+    handler: Callable[[EmitContext, Any], None] | None = None  #: the function of ``module`` that emits ``tile_op``
 
 
-#: How every float cast behaves (the T.copy cast row; ``codegen_cast`` has the measurements).
+#: How every float cast behaves (the T.copy cast row; ``codegen.emit.cast`` has the measurements).
 _CAST_NOTE = (
     "round-to-nearest-even with overflow to ±inf as in IEEE: on BM1690 PPL's fp32 → fp16/bf16 `tiu::cast` saturates (`inf` → 65504), "
     "so two `tiu::gt_select` after it send the elements beyond the rounding threshold to ±inf, NaN stays NaN "
-    "(`codegen_cast`); fp16/bf16 → fp32 is exact, fp16 ↔ bf16 IEEE. fp32 subnormals become ±0 in bf16 (torch keeps them)"
+    "(`codegen/emit/cast.py`); fp16/bf16 → fp32 is exact, fp16 ↔ bf16 IEEE. fp32 subnormals become ±0 in bf16 (torch keeps them)"
 )
 
 CONSTRUCTS: tuple[Construct, ...] = (
@@ -55,7 +61,7 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "nested `for` loops over the block indices, walked by one core under `tpu:cores=1` (the default splits them "
         "over every core, next row). The "
         "innermost starts with `ppl::enable_pipeline()` when that is safe (see the performance notes)",
-        "codegen_emit",
+        "codegen/walk",
     ),
     Construct(
         "the grid under `target='tpu:cores=N'` (BM1690: N = 1..8; the default `cores=max` is 8)",
@@ -63,7 +69,7 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "`ppl::get_core_index()` walks one contiguous chunk of it (the first `blocks % N` cores one block more). A grid "
         "of fewer blocks than N runs on one core per block, a grid of one block on one core. The runtime launches "
         "exactly the library's `set_core_num` cores (`tpuRtKernelLaunch` `block_num`). Results are bitwise those of one core",
-        "codegen_multicore",
+        "codegen/plan",
     ),
     Construct(
         "`tpu:cores=N` (N > 1) for a kernel with `T.atomic_add` (split-K GEMM)",
@@ -72,37 +78,37 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "blocks in the one-core order, so the sums are bitwise those of one core). A loop is split when every "
         "`T.atomic_add` destination index has a dimension `c * v + k` with a constant `k` and `|c|` at least "
         "the region's extent, and the destination is used by nothing else. Otherwise the kernel runs on one core",
-        "codegen_multicore",
+        "codegen/plan",
     ),
     Construct(
         "`tpu:cores=N` beyond the chip (BM1690: N > 8; BM1684X: N > 1)",
         "refused with a `TargetOptionError` naming the chip: BM1684X kernels launch through bmlib's `tpu_kernel_launch`, "
         "which has no core count",
-        "codegen_multicore",
+        "chips",
         REFUSED,
     ),
     Construct(
         "tensor parameters (`T.Tensor`, static or symbolic shape, fp32/fp16/bf16/int*), in any order, used or not",
         "`__KERNEL__ void <name>_kernel(fp32 *ptr_0, ...)`: `ptr_i` is the i-th *declared* tensor (unused ones included), "
         "bound by identity (`abi.bind_pointers`), and one `gtensor` per used tensor. A prim_func already named `*_kernel` keeps its name",
-        "codegen_emit",
+        "codegen/entry",
     ),
-    Construct("`T.alloc_shared`, `T.alloc_fragment`, `T.alloc_local`", "`make_tensor<T>(block, shape)`, a local tensor", "codegen_emit"),
-    Construct("`T.alloc_var`", "a C scalar", "codegen_emit"),
+    Construct("`T.alloc_shared`, `T.alloc_fragment`, `T.alloc_local`", "`make_tensor<T>(block, shape)`, a local tensor", "codegen/walk"),
+    Construct("`T.alloc_var`", "a C scalar", "codegen/walk"),
     Construct(
         "`T.Pipelined(n, num_stages=s)`",
         "a `for` loop starting with `ppl::enable_pipeline()`: ppl-compile overlaps the next iteration's DMA with this "
         "iteration's compute and keeps the data dependences. The results are those of sequential execution. A loop of "
         "one trip is not pipelined (nothing to overlap; ppl-compile 1.30.2 crashes on some)",
-        "codegen_emit",
+        "codegen/walk",
     ),
-    Construct("`T.serial` loops, `if`, scalar bindings", "C `for`, `if`, `int`/`float` locals", "codegen_emit"),
+    Construct("`T.serial` loops, `if`, scalar bindings", "C `for`, `if`, `int`/`float` locals", "codegen/walk"),
     Construct(
         "scalar kernel parameters (`alpha: T.float32`, `n: T.int32`), passed as Python numbers, in any order, used or not",
         "by-value `float arg_i` / `int arg_i` entry parameters in their declared slot (`abi.SCALAR_TYPES`; the runtime "
         "packs them into ppl-compile's argument struct with C alignment); usable wherever an index or a scalar operand is "
         "(values, masks, loop bounds). Other scalar types and scalars on bm1684x are refused by name",
-        "codegen_emit",
+        "codegen/entry",
     ),
     Construct(
         'symbolic (dynamic) dimensions: `M = T.dynamic("M")` (or `T.symbolic`) in `T.Tensor((M, N), dtype)`, grids '
@@ -112,34 +118,34 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "agree), so one compiled kernel serves every size. `M` appears in the `gtensor` shapes and wherever a scalar may; "
         "tiles stay static. Copies along `M` are clipped at run time and guarded by `n > 0`: a block wholly past the end "
         "loads zeros and stores nothing",
-        "codegen_dynamic",
+        "codegen/entry",
     ),
     Construct(
         "a dimension that is an expression (`T.Tensor((M * 2, N))`); two variables of one name; an `int64` one "
         '(`T.dynamic("M", "int64")`); a tile of symbolic shape; symbolic dimensions on bm1684x',
         "refused by name: declare each dynamic dimension as its own `int32` variable, allocate block-sized tiles, run on bm1690 "
         "(bm1684x's runtime passes no scalar arguments)",
-        "codegen_dynamic",
+        "codegen/entry",
         REFUSED,
     ),
     # ------------------------------------------------------------------ copy
     Construct(
         "`T.copy` global → tile / tile → global",
         "`dma::load(tile, g.sub_view(shape, offset))` / `dma::store(g.sub_view(shape, offset), tile)`",
-        "codegen_copy",
+        "codegen/emit/copy",
         tile_op="tl.tileop.copy",
-        handler="emit_copy",
+        handler=emit_copy,
     ),
     Construct(
         "`T.copy` whose tile overhangs the tensor (shapes that do not divide)",
         "extents clipped at run time (`int n = min(64, 130 - by * 64)`); on loads the tile is first zero-filled with "
         "`dma::zero`, which matches TileLang's rule that out-of-bounds reads give 0 and out-of-bounds writes are dropped",
-        "codegen_copy",
+        "codegen/emit/copy",
     ),
     Construct(
         "`T.copy` that changes fp32/fp16/bf16",
         "DMA of a staging tile plus `tiu::cast` (a load into a whole tile casts the whole zero-filled staging tile); " + _CAST_NOTE,
-        "codegen_copy",
+        "codegen/emit/copy",
     ),
     Construct(
         "`T.copy` between a 2-D/3-D tile and a slice of a 3-D/4-D tensor: `Q[bz, bx * BM : (bx + 1) * BM, by, :]` (bshd), "
@@ -147,80 +153,82 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "a slice whose rows run along the tensor's second axis already has the tile's `[1, rows, 1, cols]` shape; any other "
         "slice reads the tensor through a permuted view, `g.view(shape, stride).sub_view(extent, offset)`, that puts the "
         "axes the slice spans where the tile has them (row-major strides, symbolic ones included)",
-        "codegen_slices",
+        "codegen/emit/slices",
     ),
     Construct(
         "a slice whose tile columns do not run along the tensor's last axis (`X[b, rows, 0:4, 0]` into a `[rows, 4]` tile)",
         "refused by name: the DMA's `W` must be the tensor's contiguous axis; copy slices whose last extent is the last axis",
-        "codegen_slices",
+        "codegen/emit/slices",
         REFUSED,
     ),
     Construct(
         "`T.copy` tile → tile",
-        "`tiu::move`, or `tiu::cast` across dtypes (overflow gives ±inf, as in IEEE: `codegen_cast`). The staging copy that `T.reduce_*` inserts for shared inputs is "
+        "`tiu::move`, or `tiu::cast` across dtypes (overflow gives ±inf, as in IEEE: `codegen/emit/cast.py`). The staging copy that `T.reduce_*` inserts for shared inputs is "
         "removed: the reduction reads the original tile",
-        "codegen_copy",
+        "codegen/emit/copy",
     ),
     Construct(
         "`T.copy` between an fp32 `T.gemm` tile and an ordinary 2-D tile of the same shape and dtype",
         "`dma::transpose_nc` (the `rows_n` layout's rows are on N, an ordinary tile's on the lanes). A `T.reduce_*` of "
         "such a copy reduces the copy",
-        "codegen_copy",
+        "codegen/emit/copy",
     ),
     Construct(
         "`T.copy(table[ids[k], :], tile[k, :])` or `T.copy(table[ids_local[0], :], row)`: one row of a 2-D table at a "
         "position read from an int32/int64 tile or tensor (per-row embedding lookups in a serial loop)",
         "`dma::gather_h` of one lane: the index is a one-element `view<uint32>()` of the ids, the table a `[1, 1, V, D]` view. "
         "Ids outside `[0, V)` give a row of zeros",
-        "codegen_gather",
+        "codegen/emit/gather",
     ),
     Construct(
         "`T.copy` to a data-dependent position (a scatter); strided slices `A[a:b, 0:N:2]` "
         '(tilelang itself refuses them: "Buffer slicing with step is not supported")',
         "refused by name: store whole blocks; read strided data in a `T.Parallel` (`t[i, j] = A[r + i, 2 * j]`, below)",
-        "codegen_gather",
+        "codegen/emit/gather",
         REFUSED,
     ),
-    Construct("`T.copy` global → global", "refused: stage the data through a `T.alloc_shared` tile", "codegen_copy", REFUSED),
+    Construct("`T.copy` global → global", "refused: stage the data through a `T.alloc_shared` tile", "codegen/emit/copy", REFUSED),
     # ------------------------------------------------------------------ fill
-    Construct("`T.fill(tile, v)`, `T.clear(tile)`", "`tiu::fill(tile, v)`", "codegen_fill", tile_op="tl.tileop.fill", handler="emit_fill"),
+    Construct(
+        "`T.fill(tile, v)`, `T.clear(tile)`", "`tiu::fill(tile, v)`", "codegen/emit/fill", tile_op="tl.tileop.fill", handler=emit_fill
+    ),
     # ------------------------------------------------------------------ element-wise
     Construct(
         "`T.Parallel` loops `c[i, j] = expr`",
         "one TIU instruction per operation over the whole tile. Tile ⊕ tile: `tiu::fadd/fsub/fmul/fdiv/fmax/fmin`. "
         "Tile ⊕ scalar (either side): the same functions with a `float` constant (the PPL `_C` forms). Casts: `tiu::cast`, "
-        "with overflow to ±inf as in IEEE (`codegen_cast`). "
+        "with overflow to ±inf as in IEEE (`codegen/emit/cast.py`). "
         "Functions: `T.exp` → `fexp` (PPL's range-reduced exp), `T.exp2(x)` → `fexp(x · ln 2)` (a constant "
         "scale `x · c`, `c · x` or `a · c ± b · c` folds into that one multiply: `fexp((a ± b) · c ln 2)`), `T.log` → `flog`, "
         "`T.log2(x)` → `flog(x) / ln 2`, `T.tanh` → `tanh_fp32` and `T.sigmoid` → `sigmoid_fp32` (fp32 only; others refused "
         "by name), `T.abs` → `tiu::fabs`, `T.sqrt` → `tiu::fsqrt`, `T.rsqrt` → `tiu::frsqrt`. Intermediate values live in "
         "temporary tiles inside a `{ }` scope",
-        "codegen_elementwise",
+        "codegen/emit/parallel",
     ),
     Construct(
         "a per-row vector `m[i]` (or `m[i, 0]`) inside an `(i, j)` loop",
         "a view of `m` with `W` stride 0 that broadcasts each lane's value along the row (softmax, rmsnorm). Its `C` "
-        "stride is `m`'s own aligned row-group stride (`codegen_layout.broadcast_strides`), so rows 64 and up (the "
+        "stride is `m`'s own aligned row-group stride (`codegen.layout.broadcast_strides`), so rows 64 and up (the "
         "second pass over the lanes) read their own values",
-        "codegen_elementwise",
+        "codegen/emit/parallel",
     ),
     Construct(
         "`T.Parallel` over a 1-row tile (tilelang drops the extent-1 loop and writes the index 0)",
         "the same tile ops over a 1-row domain",
-        "codegen_elementwise",
+        "codegen/emit/parallel",
     ),
-    Construct("`T.Parallel` over part of a tile (extents smaller than the tile)", "`sub_view` of the tile", "codegen_elementwise"),
+    Construct("`T.Parallel` over part of a tile (extents smaller than the tile)", "`sub_view` of the tile", "codegen/emit/parallel"),
     Construct(
         "`T.Parallel` over a 3-D or 4-D tile (`y[b, h, i, j] = x[b, h, i, j] * 2.0 - 1.0`)",
         "the same whole-tile ops on the tile's `[N, C, H, W]` view (`[b, rows, cols]` is `[b, rows, 1, cols]`; 4-D as is). "
         "The per-row and per-column broadcasts are those of 2-D `(i, j)` loops",
-        "codegen_elementwise",
+        "codegen/emit/parallel",
     ),
     Construct(
         "a per-column vector `w[j]` inside an `(i, j)` loop (norm weights, bias epilogues)",
         "`w` gets the `row` layout (`[1, 1, 1, n]`, one lane; its global copy uses a matching `gtensor` view); at the use "
         "`tiu::broadcast` copies it to one pass of the lanes and a view with `C` stride 0 repeats that pass over the row groups",
-        "codegen_elementwise",
+        "codegen/emit/parallel",
     ),
     Construct(
         "`T.if_then_else(cond, a, b)` with `cond` comparing integer expressions of loop and block indices "
@@ -230,18 +238,18 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "For `<`, `<=`, `>`, `>=` of a sum of loop variables with constant factors plus a scalar part (`bx * 128 + i >= k * 128 + j`), "
         "the index difference (`i - j`) is built once at the start of the kernel, before every loop, and the scalar part "
         "(clamped to ±2^20) moves into the threshold: in the loop only the select remains",
-        "codegen_elementwise",
+        "codegen/emit/select",
     ),
     Construct(
         "temporaries bound inside `T.Parallel` (`t = x[i, j] - m[i]`)",
         "substituted into the assignments that use them (each use recomputes it as tile ops)",
-        "codegen_elementwise",
+        "codegen/emit/parallel",
     ),
     Construct(
         "stores to a global tensor inside `T.Parallel`, indexed `offset + loop variable` (LayerNorm's `Mean`/`Rstd`); "
         "or one element outside any loop (`Mean[bx] = mean[0]` of a 1-row tile)",
         "the value is computed into a tile over the loop domain, then one `dma::store`, clipped at the tensor's edge like `T.copy`",
-        "codegen_elementwise",
+        "codegen/emit/parallel",
     ),
     Construct(
         "embedding lookups `out[i, j] = table[ids[i], j]` in `T.Parallel`: `ids` an int32 or int64 index tile (`T.copy` "
@@ -252,12 +260,12 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "raises; CUDA reads out of bounds); rows past the end of the ids tensor read zeros. int64 ids (PPL has no 64-bit "
         "tensors) are held as pairs of `uint32` words (`W` doubled); the DMA engine splits them and `tiu::eq_select` "
         "keeps the low word where the high word is 0, else `V` (so a negative or ≥ 2³² id is out of range too)",
-        "codegen_gather",
+        "codegen/emit/gather",
     ),
     Construct(
         "int64 tensors and tiles used other than as embedding ids (arithmetic, fills, tile copies)",
         "refused by name: int64 data is copied from global memory and indexes row gathers only; use int32",
-        "codegen_gather",
+        "codegen/emit/gather",
         REFUSED,
     ),
     Construct(
@@ -267,17 +275,17 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "(`dma::zero` first), as a `T.copy` of an overhanging tile. The DMA takes at most 128 bytes between elements along "
         "`W`: a larger step (a transposed read) loads the block with lanes and `W` swapped, then `dma::transpose_cw`; a "
         "read with both steps larger is refused by name",
-        "codegen_gather",
+        "codegen/emit/gather",
     ),
     Construct(
         "`t[j, i] = a[i, j]` in `T.Parallel(I, J)` (a tile transposed into another tile of the same dtype)",
         "one local `dma::transpose_cw`. In place, or of an fp32 `T.gemm` tile, refused by name",
-        "codegen_copy",
+        "codegen/emit/copy",
     ),
     Construct(
         "reads of global tensors combined with other operations inside `T.Parallel`",
         "refused: `T.copy` the data to a tile first",
-        "codegen_elementwise",
+        "codegen/emit/parallel",
         REFUSED,
     ),
     Construct(
@@ -288,12 +296,12 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "(`a < b` is `b > a`), the one PPL compare that is IEEE on the emulator; `==`, `>=`, `<=`, `!=` are built from "
         "`>` and guarded for NaN operands. int32 data and index expressions compare as int32. Broadcast views are copied "
         "to whole tiles first (the selects abort on strided operands)",
-        "codegen_select",
+        "codegen/emit/select",
     ),
     Construct(
         "`T.if_then_else` selecting or comparing other integer types (int8/int16/uint*)",
         "refused: pass the data as int32 or float tensors",
-        "codegen_select",
+        "codegen/emit/select",
         REFUSED,
     ),
     # ------------------------------------------------------------------ reductions
@@ -301,26 +309,26 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "`T.reduce_max/min/sum/abssum/absmax(x, y, dim=-1)` on a 2-D tile (fp32/fp16/bf16)",
         "`quick_pooling` (pads each row's tail to whole EUs with the identity, then two pooling passes). `min` is "
         "computed as `-max(-x)`; `abs*` reduce `tiu::fabs(x)`; `clear=False` combines with `tiu::fadd/fmax/fmin`",
-        "codegen_reduce",
+        "codegen/emit/reduce",
         tile_op="tl.tileop.reduce",
-        handler="emit_reduce",
+        handler=emit_reduce,
     ),
     Construct(
         "`T.reduce_*(x, y, dim=0)` of a 2-D tile (column reductions) or of a 1-D tile",
         "the lanes axis is moved to `W` first: `tiu::transpose_cw` (into a `TPU_ROW_ALIGN` scratch, then `tiu::move`) "
         "when `C >= W`, `tiu::transpose_wc` otherwise; then `quick_pooling` as above. The result is a 1-D tile (`[1]` for a 1-D source)",
-        "codegen_reduce",
+        "codegen/emit/reduce",
     ),
     Construct(
         "`T.reduce_*(x, y, dim=-1)` of a 3-D tile `[b, rows, cols]` (or a 4-D tile `[a, b, 1, cols]`) into `[b, rows, 1]`",
         "`quick_pooling` over the tile's `[b, rows, 1, cols]` view, as for 2-D tiles",
-        "codegen_reduce",
+        "codegen/emit/reduce",
     ),
     Construct(
         "`T.reduce_*` of a 4-D tile whose third axis is not 1 (`[1, heads, rows, cols]`)",
         "refused by name: PPL's pooling reduces `[N, C, 1, W]` rows (with `H > 1` it gave wrong sums on the emulator); "
         "use a 3-D tile `[heads, rows, cols]`",
-        "codegen_reduce",
+        "codegen/emit/reduce",
         REFUSED,
     ),
     Construct(
@@ -328,52 +336,52 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "exact: a scratch copy folded in half along `W` until one column is left, `ceil(log2 n)` integer "
         "`tiu::add/max/min` on `W`-offset sub-views (`dim=0` transposes first, as above); sums wrap in two's complement "
         "like int32 sums on GPUs. The pooling unit is not used: it takes floats only, and fp32 rounds beyond 2^24",
-        "codegen_reduce_int",
+        "codegen/emit/reduce_int",
     ),
     Construct(
         "reductions of other integer tiles (int8/int16/uint*), `T.reduce_abssum/absmax` of int32; along a middle axis of a 3-D/4-D tile",
         "refused: pass the data as an int32 or float tensor; reduce along the last axis",
-        "codegen_reduce",
+        "codegen/emit/reduce",
         REFUSED,
     ),
     # ------------------------------------------------------------------ gemm
     Construct(
         "`T.gemm(A, B, C)` with fp16/bf16 A and B and an fp32 C",
         "`tiu::fmm2_nn(C, A, B, accumulate)`; `transpose_B=True` gives `tiu::fmm2_nt`",
-        "codegen_gemm",
+        "codegen/emit/gemm",
         tile_op="tl.tileop.gemm",
-        handler="emit_gemm",
+        handler=emit_gemm,
     ),
     Construct(
         "`T.gemm` with fp32 A and B",
         "`tiu::fmm(C, A, B, accumulate)` on the mm v1 unit (the operand layout is described below)",
-        "codegen_gemm",
+        "codegen/emit/gemm",
     ),
-    Construct("`T.gemm(..., clear_accum=True)`", "`accumulate = false`", "codegen_gemm"),
+    Construct("`T.gemm(..., clear_accum=True)`", "`accumulate = false`", "codegen/emit/gemm"),
     Construct(
         "`T.clear(C)` / `T.fill(C, 0)` of the whole tile immediately followed by `T.gemm(A, B, C)` (C not an operand)",
         "no fill; the GEMM is emitted with `accumulate = false` and overwrites C. A fill of part of C, of another value, "
         "or with a statement in between is kept",
-        "codegen_gemm",
+        "codegen/emit/gemm",
     ),
     Construct(
         "`T.gemm(transpose_A=True)` (A a `[K, M]` tile) with fp16/bf16 operands, with or without `transpose_B`",
         "A is transposed into a scratch `[M, K]` tile (`tiu::transpose_cw`/`transpose_wc`, as for dim-0 reductions), then "
         "`tiu::fmm2_nn`/`fmm2_nt`",
-        "codegen_gemm",
+        "codegen/emit/gemm",
     ),
     Construct(
         "a batched `T.gemm` on 3-D tiles",
         "refused by name (tilelang's frontend already refuses a batch > 1): the matrix unit multiplies 2-D tiles; put the "
         "batch in the `T.Kernel` grid and `T.copy` each batch's 2-D slice into 2-D tiles",
-        "codegen_gemm",
+        "codegen/emit/gemm",
         REFUSED,
     ),
     Construct(
         "fp32 `T.gemm` with `transpose_A`, `transpose_B` or both",
         "the transposed operand keeps the lanes layout; before `tiu::fmm` it is moved into a `rows_n` scratch tile of its "
         "transpose by `dma::transpose_cw` (lanes ↔ W) and `dma::transpose_nc` (lanes → N)",
-        "codegen_gemm",
+        "codegen/emit/gemm",
     ),
     # ------------------------------------------------------------------ atomic add
     Construct(
@@ -383,36 +391,32 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "like `T.copy`) into a scratch tile, `tiu::fadd` the tile, `dma::store` it back. Tile and tensor of the same "
         "float dtype; the clipped read needs no zero fill (the overhang is never stored). Element-wise `T.atomic_add` in "
         "`T.Parallel` is refused by name",
-        "codegen_atomic",
+        "codegen/emit/atomic",
         tile_op="tl.tileop.atomicadd",
-        handler="emit_atomic_add",
+        handler=emit_atomic_add,
     ),
     # ------------------------------------------------------------------ scans
     Construct(
         "`T.cumsum(x, [y,] dim=1, reverse=...)` of a 2-D fp32/fp16/bf16 tile (shared or fragment)",
         "a log-step scan: `ceil(log2 n)` rounds of `tiu::move` + `tiu::fadd` on `W`-offset sub-views (`x[:, s:] += x[:, :n-s]`). "
         "Other axes, 1-D tiles and integer scans are refused by name (use a `[1, n]` tile)",
-        "codegen_scan",
+        "codegen/emit/scan",
         tile_op="tl.tileop.cumsum",
-        handler="emit_cumsum",
+        handler=emit_cumsum,
     ),
     Construct(
         "other tile ops (`T.cummax`, ...)",
         "refused, naming the op",
-        "codegen_emit",
+        "codegen/walk",
         REFUSED,
     ),
 )
 
 
 @cache
-def tile_op_handlers() -> dict[str, Callable[[Any, Any], None]]:
-    """TIR tile-op name -> ``handler(emitter, call)``, from the table."""
-    handlers = {}
-    for c in CONSTRUCTS:
-        if c.tile_op is not None and c.handler is not None:
-            handlers[c.tile_op] = getattr(importlib.import_module(f"tilelang_tpu.{c.module}"), c.handler)
-    return handlers
+def tile_op_handlers() -> dict[str, Callable[[EmitContext, Any], None]]:
+    """TIR tile-op name -> ``handler(context, call)``, from the table."""
+    return {c.tile_op: c.handler for c in CONSTRUCTS if c.tile_op is not None and c.handler is not None}
 
 
 def supported_tile_ops_hint() -> str:
@@ -427,34 +431,3 @@ def supported_tile_ops_hint() -> str:
     }
     ops = [c.tile_op.removeprefix("tl.tileop.") for c in CONSTRUCTS if c.tile_op]
     return "supported tile ops on tpu: " + ", ".join(spelled.get(op, f"T.{op}") for op in ops) + ", T.Parallel element-wise loops"
-
-
-def markdown_table() -> str:
-    """The "Supported constructs" table of docs/backends/tpu-codegen.md."""
-    rows = ["| TileLang | PPL emitted | status | module |", "| --- | --- | --- | --- |"]
-    for c in CONSTRUCTS:
-        rows.append(f"| {c.tilelang} | {c.ppl} | {c.status} | `{c.module}.py` |")
-    return "\n".join(rows) + "\n"
-
-
-#: Markers around the generated table in the doc page.
-DOC_START = "<!-- constructs-table:start (generated by python -m tilelang_tpu.codegen_constructs; do not edit) -->"
-DOC_END = "<!-- constructs-table:end -->"
-
-
-def rewrite_doc(path: Path) -> bool:
-    """Replace the table between the markers in ``path``; True if the file changed."""
-    text = path.read_text()
-    head, _, rest = text.partition(DOC_START)
-    _, _, tail = rest.partition(DOC_END)
-    if not rest:
-        raise ValueError(f"{path} has no {DOC_START!r} marker")
-    new = f"{head}{DOC_START}\n{markdown_table()}{DOC_END}{tail}"
-    if new != text:
-        path.write_text(new)
-    return new != text
-
-
-if __name__ == "__main__":  # pragma: no cover - a maintenance command
-    doc = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[3] / "docs" / "backends" / "tpu-codegen.md"
-    print(f"{doc}: {'updated' if rewrite_doc(doc) else 'up to date'}")

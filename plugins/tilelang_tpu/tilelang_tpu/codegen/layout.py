@@ -12,7 +12,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["DTYPES", "FLOAT_DTYPES", "LAYOUTS", "REDUCE_ALIGN", "aligned_strides", "broadcast_strides", "dim4", "offset4", "to4"]
+__all__ = [
+    "DTYPES",
+    "ELEMENT_BYTES",
+    "FLOAT_DTYPES",
+    "LAYOUTS",
+    "REDUCE_ALIGN",
+    "WORD_PAIR_DTYPES",
+    "aligned_strides",
+    "broadcast_strides",
+    "dim4",
+    "offset4",
+    "storage_dims",
+    "storage_type",
+    "to4",
+]
 
 #: TIR dtype -> PPL element type.
 DTYPES: dict[str, str] = {
@@ -103,3 +117,25 @@ def broadcast_strides(block: Sequence[str], ppl_type: str, axes: Sequence[int]) 
     """
     strides = aligned_strides(block, ppl_type)
     return ["0" if i in axes else s for i, s in enumerate(strides)]
+
+
+#: Dtypes PPL has no tensors of, held as pairs of 32-bit words (little-endian: the low word
+#: first), so the last axis (``W``) of their tensors and tiles is twice as long.  Only
+#: embedding ids are 64-bit: such tensors and tiles are copied and used as gather indices,
+#: and refused by name everywhere else.
+WORD_PAIR_DTYPES = {"int64": "uint32"}
+
+ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "uint32": 4, "int16": 2, "uint16": 2, "int8": 1, "uint8": 1}
+
+
+def storage_type(dtype: str) -> str:
+    """The PPL element type a tensor or tile of TIR dtype ``dtype`` is held in."""
+    return WORD_PAIR_DTYPES.get(dtype) or DTYPES[dtype]
+
+
+def storage_dims(dims4: list[str], dtype: str) -> list[str]:
+    """4-D extents (or offsets) in elements of :func:`storage_type`: ``W`` doubled for word pairs."""
+    if dtype not in WORD_PAIR_DTYPES:
+        return list(dims4)
+    w = dims4[3]
+    return [*dims4[:3], str(2 * int(w)) if w.lstrip("-").isdigit() else f"2 * ({w})"]

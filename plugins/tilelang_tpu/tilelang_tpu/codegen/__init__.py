@@ -3,7 +3,18 @@
 ``generate`` returns one complete PPL translation unit with exactly one
 ``__KERNEL__`` function (the ABI in :mod:`tilelang_tpu.abi`); ppl-compile then
 places the local tensors in local memory and emits device C.  What each TileLang
-construct becomes is tabulated in :mod:`tilelang_tpu.codegen_emit`.
+construct becomes is tabulated in :mod:`tilelang_tpu.codegen.table`.
+
+The package is layered, each layer importing only those below it:
+
+* :mod:`~.layout`, :mod:`~.values`, :mod:`~.ir`, :mod:`~.scalar` -- PPL layouts and dtypes,
+  the records passed around, TIR queries, scalar C expressions;
+* :mod:`~.plan` -- IR analysis: whole-kernel decisions made before anything is printed;
+* :mod:`~.context` -- the emit context, the only mutable state;
+* :mod:`~.emit` -- the construct emitters (copy, gemm, reduce, T.Parallel bodies, ...);
+* :mod:`~.entry` -- the kernel signature; :mod:`~.table` -- the construct table, holding
+  the tile-op handlers; :mod:`~.walk` -- the statement walker;
+* this module -- the pipeline: plan -> context -> entry -> walk -> PPL text.
 """
 
 from __future__ import annotations
@@ -12,7 +23,10 @@ from typing import Any
 
 from tilecore.errors import TilecoreError
 from tilelang_tpu import __version__, abi
-from tilelang_tpu.codegen_emit import CodegenError, Emitter
+from tilelang_tpu.chips import DEFAULT_CORES, check_cores, cores_of
+from tilelang_tpu.codegen import entry, walk
+from tilelang_tpu.codegen.context import EmitContext
+from tilelang_tpu.codegen.values import CodegenError
 
 __all__ = ["BUILD_FUNCTION", "TpuCodegenError", "generate", "kernel_functions", "register_build_function"]
 
@@ -53,9 +67,7 @@ def kernel_functions(device_mod: Any) -> list[tuple[str, Any]]:
 
 def generate(device_mod: Any, tvm_target: Any, chip: str, cores: int = 1) -> str:
     """PPL source of the single kernel in ``device_mod`` for ``chip`` (a ppl-compile chip name),
-    its grid split over ``cores`` TPU cores where that is safe (:mod:`tilelang_tpu.codegen_multicore`)."""
-    from tilelang_tpu.target import check_cores
-
+    its grid split over ``cores`` TPU cores where that is safe (:func:`tilelang_tpu.codegen.plan.grid_split`)."""
     check_cores(chip, cores)
     kernels = kernel_functions(device_mod)
     if len(kernels) != 1:
@@ -69,17 +81,17 @@ def generate(device_mod: Any, tvm_target: Any, chip: str, cores: int = 1) -> str
     device_name, func = kernels[0]
     # The runtime knows the kernel by the user's prim_func name (abi.py).
     name = str(func.attrs[abi.KERNEL_NAME_ATTR]) if func.attrs is not None and abi.KERNEL_NAME_ATTR in func.attrs else device_name
-    entry = abi.entry_name(name)
-    emitter = Emitter(func, chip, cores=cores)
+    entry_point = abi.entry_name(name)
+    context = EmitContext(func, chip, cores=cores)
     try:
-        params = emitter.params()
-        emitter.run()
+        params = entry.params(context)
+        walk.run(context)
     except CodegenError as err:
         raise TpuCodegenError(name, err.construct, err.where, err.hint) from None
-    if chip != "bm1690" and emitter.shape_symbols:
+    if chip != "bm1690" and context.shape_symbols:
         raise TpuCodegenError(
             name,
-            f"symbolic dimensions ({', '.join(emitter.shape_symbols)}) on {chip}",
+            f"symbolic dimensions ({', '.join(context.shape_symbols)}) on {chip}",
             "the kernel signature",
             f"run on chip bm1690 (its runtime passes the sizes as scalar arguments; {chip}'s does not), or give the tensors static shapes",
         )
@@ -97,20 +109,18 @@ def generate(device_mod: Any, tvm_target: Any, chip: str, cores: int = 1) -> str
         '#include "ppl_wrapper_func.h"',
         "using namespace ppl;",
         "",
-        f"__KERNEL__ void {entry}({signature}) {{",
+        f"__KERNEL__ void {entry_point}({signature}) {{",
     ]
-    if emitter.split.loops:
+    if context.split.loops:
         # Every core runs this kernel; each walks its own chunk of the grid (the runtime
-        # launches as many cores as set_core_num says: codegen_multicore.launch_cores).
-        header.append(f"  ppl::set_core_num({emitter.split.cores});")
-    return "\n".join(header + emitter.lines + ["}", ""])
+        # launches as many cores as set_core_num says: grid.launch_cores).
+        header.append(f"  ppl::set_core_num({context.split.cores});")
+    return "\n".join(header + context.lines + ["}", ""])
 
 
 def _build(device_mod: Any, tvm_target: Any) -> Any:
     """``target.build.tilelang_ppl``: a TVM source module holding the PPL text."""
     import tvm_ffi
-
-    from tilelang_tpu.target import DEFAULT_CORES, cores_of
 
     chip, cores = "bm1690", DEFAULT_CORES
     libs = tvm_target.attrs.get("libs", ()) if tvm_target is not None else ()

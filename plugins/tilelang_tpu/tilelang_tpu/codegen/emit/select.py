@@ -25,22 +25,22 @@ expressions (``j``, ``by * BM + i``) come from the element-wise context's fp32 i
 tiles (refused from 2^24 on, where fp32 stops being exact), cast to int32.
 
 A single comparison of index expressions selecting float values keeps the
-element-wise module's own mask path (``_Elementwise.select``: causal masks).
+index-tile mask path (:func:`emit_mask`: causal masks).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from tilelang_tpu.codegen_cast import emit_cast
-from tilelang_tpu.codegen_ir import Operand, as_float, float_imm
-from tilelang_tpu.codegen_layout import FLOAT_DTYPES
+from tilelang_tpu.codegen.emit.cast import emit_cast
+from tilelang_tpu.codegen.emit.domain import ParallelDomain
+from tilelang_tpu.codegen.emit.index_tiles import hoisted_difference, index_tile
+from tilelang_tpu.codegen.ir import as_float, float_imm
+from tilelang_tpu.codegen.layout import FLOAT_DTYPES
+from tilelang_tpu.codegen.values import Operand
 
-if TYPE_CHECKING:
-    from tilelang_tpu.codegen_elementwise import _Elementwise
-
-__all__ = ["SELECT_DTYPES", "emit_select"]
+__all__ = ["SELECT_DTYPES", "emit_mask", "emit_select"]
 
 #: Dtypes a select can compare and produce (fp32/fp16/bf16 and int32, checked on the emulator).
 SELECT_DTYPES = (*FLOAT_DTYPES, "int32")
@@ -62,13 +62,13 @@ class _Value:
     constant: bool = False  #: a compile-time constant scalar (never NaN)
 
 
-def emit_select(ctx: _Elementwise, e: Any, dst: str | None) -> Operand | None:
+def emit_select(ctx: ParallelDomain, e: Any, dst: str | None) -> Operand | None:
     """``T.if_then_else(cond, a, b)`` in a T.Parallel body; writes ``dst`` when given and of
     the result's dtype (returns None), else returns the result as an operand."""
     cond, a, b = e.args
     dtype = str(e.dtype)
     if dtype in FLOAT_DTYPES and _index_only(ctx, cond):
-        return ctx.select(e, dst)  # causal / sequence-length masks: the element-wise mask path
+        return emit_mask(ctx, e, dst)  # causal / sequence-length masks: the index-tile mask path
     if dtype not in SELECT_DTYPES:
         raise ctx.fail(f"T.if_then_else of {dtype} values in a T.Parallel body", "select between fp32, fp16, bf16 or int32 values")
     if_true, if_false = _value(ctx, a, dtype), _value(ctx, b, dtype)
@@ -80,7 +80,7 @@ def emit_select(ctx: _Elementwise, e: Any, dst: str | None) -> Operand | None:
     return Operand(out, dtype, True)
 
 
-def _select(ctx: _Elementwise, cond: Any, if_true: _Value, if_false: _Value, dtype: str, out: str) -> None:
+def _select(ctx: ParallelDomain, cond: Any, if_true: _Value, if_false: _Value, dtype: str, out: str) -> None:
     """Write ``cond ? if_true : if_false`` into the tile ``out``."""
     from tvm import tirx
 
@@ -128,7 +128,7 @@ def _select(ctx: _Elementwise, cond: Any, if_true: _Value, if_false: _Value, dty
 
 
 def _float_compare(
-    ctx: _Elementwise, op: str, a: _Value, b: _Value, dtype: str, if_true: _Value, if_false: _Value, values_dtype: str, out: str
+    ctx: ParallelDomain, op: str, a: _Value, b: _Value, dtype: str, if_true: _Value, if_false: _Value, values_dtype: str, out: str
 ) -> None:
     """``out = a <op> b ? if_true : if_false`` for ``dtype`` (fp32/fp16/bf16) data, with IEEE semantics.
 
@@ -166,7 +166,7 @@ def _float_compare(
         em.emit(f"tiu::move({out}, {ordered});")
 
 
-def _nan_guard(ctx: _Elementwise, x: _Value, dtype: str, if_nan: str, otherwise: str, values_dtype: str, out: str) -> None:
+def _nan_guard(ctx: ParallelDomain, x: _Value, dtype: str, if_nan: str, otherwise: str, values_dtype: str, out: str) -> None:
     """``out = isnan(x) ? if_nan : otherwise``, from two IEEE ``gt_select``: ``x > -inf``
     holds unless ``x`` is -inf or NaN, and ``lowest > x`` (the most negative finite value)
     holds for -inf only."""
@@ -179,7 +179,7 @@ def _nan_guard(ctx: _Elementwise, x: _Value, dtype: str, if_nan: str, otherwise:
     em.emit(f"tiu::gt_select({out}, {lowest}, {x.text}, {otherwise}, {above});")
 
 
-def _filled(ctx: _Elementwise, value: _Value, dtype: str) -> _Value:
+def _filled(ctx: ParallelDomain, value: _Value, dtype: str) -> _Value:
     """``value`` as a tile (a scalar is filled into one): the first operand of a PPL
     compare-select must be a tensor."""
     if value.is_tile:
@@ -189,13 +189,13 @@ def _filled(ctx: _Elementwise, value: _Value, dtype: str) -> _Value:
     return _Value(tile, True)
 
 
-def _plain(ctx: _Elementwise, text: str) -> bool:
+def _plain(ctx: ParallelDomain, text: str) -> bool:
     """True for a whole tile in the TPU_ALIGN layout (one ``make_tensor``), not a view of one."""
     declaration = f"auto {text} = make_tensor<"
     return any(line.lstrip().startswith(declaration) for line in reversed(ctx.em.lines))
 
 
-def _aligned(ctx: _Elementwise, text: str, dtype: str) -> _Value:
+def _aligned(ctx: ParallelDomain, text: str, dtype: str) -> _Value:
     """The tile ``text`` as a TPU_ALIGN tile: the PPL compare-selects read (and write) tiles in
     that layout only (the emulator aborts on a strided view, e.g. a broadcast row vector, or a
     sub-view), so a view is first copied into a temporary tile."""
@@ -206,7 +206,7 @@ def _aligned(ctx: _Elementwise, text: str, dtype: str) -> _Value:
     return _Value(tile, True)
 
 
-def _value(ctx: _Elementwise, e: Any, dtype: str) -> _Value:
+def _value(ctx: ParallelDomain, e: Any, dtype: str) -> _Value:
     """``e`` as a select operand of ``dtype``: a scalar variable, an index tile or a tile."""
     from tvm import tirx
 
@@ -220,7 +220,7 @@ def _value(ctx: _Elementwise, e: Any, dtype: str) -> _Value:
         return _Value(name, False, constant=isinstance(e, (tirx.FloatImm, tirx.IntImm)))
     if "int" in str(e.dtype) and not _reads_tiles(ctx, e):
         _check_exact(ctx, e)
-        indices = ctx.index_tile(e)
+        indices = index_tile(ctx, e)
         if dtype == "float32":
             return _aligned(ctx, indices, dtype)
         converted = ctx.temp(dtype)
@@ -239,7 +239,7 @@ def _value(ctx: _Elementwise, e: Any, dtype: str) -> _Value:
     return _aligned(ctx, operand.text, dtype)
 
 
-def _index_only(ctx: _Elementwise, cond: Any) -> bool:
+def _index_only(ctx: ParallelDomain, cond: Any) -> bool:
     """True for a single comparison of integer expressions of loop/block indices and scalars."""
     from tvm import tirx
 
@@ -247,7 +247,7 @@ def _index_only(ctx: _Elementwise, cond: Any) -> bool:
     return isinstance(cond, comparisons) and all("int" in str(side.dtype) for side in (cond.a, cond.b)) and not _reads_tiles(ctx, cond)
 
 
-def _reads_tiles(ctx: _Elementwise, e: Any) -> bool:
+def _reads_tiles(ctx: ParallelDomain, e: Any) -> bool:
     from tvm import tirx
 
     found: list[Any] = []
@@ -257,7 +257,7 @@ def _reads_tiles(ctx: _Elementwise, e: Any) -> bool:
     return bool(found)
 
 
-def _check_exact(ctx: _Elementwise, e: Any) -> None:
+def _check_exact(ctx: ParallelDomain, e: Any) -> None:
     """Refuse an index expression whose values may reach 2^24 (fp32 index tiles would round)."""
     from tvm import ir, tirx
 
@@ -271,3 +271,67 @@ def _check_exact(ctx: _Elementwise, e: Any) -> None:
             f"index expression {e} in a T.if_then_else that may reach 2^24",
             "the tpu target builds index values as exact fp32 integers (below 2^24); use smaller offsets",
         )
+
+
+def emit_mask(ctx: ParallelDomain, e: Any, dst: str | None) -> Operand | None:
+    """``T.if_then_else(cond, a, b)`` whose condition compares integer expressions of the
+    loop (and block) indices: causal and sequence-length masks.
+
+    The difference of the two sides is computed as an fp32 tile of exact integers
+    (|values| < 2^24) from index tiles (:func:`~tilelang_tpu.codegen.emit.index_tiles.axis_tile`), then ``tiu::gt_select`` /
+    ``tiu::lt_select`` pick ``a`` or ``b`` per element against a half-integer threshold.
+    """
+    from tvm import tirx
+
+    em = ctx.em
+    cond, a, b = e.args
+    dtype = str(e.dtype)
+    if dtype not in FLOAT_DTYPES:
+        raise ctx.fail(f"T.if_then_else of {dtype} values in a T.Parallel body", "select between fp32, fp16 or bf16 values")
+    compare = {
+        tirx.GE: (False, "gt", "-0.5f"),
+        tirx.GT: (False, "gt", "0.5f"),
+        tirx.LE: (True, "gt", "-0.5f"),
+        tirx.LT: (True, "gt", "0.5f"),
+    }
+    kind = next((v for k, v in compare.items() if isinstance(cond, k)), None)
+    if isinstance(cond, (tirx.EQ, tirx.NE)):
+        kind = (False, "lt" if isinstance(cond, tirx.EQ) else "gt", "0.5f")
+    if kind is None or not all("int" in str(x.dtype) for x in (cond.a, cond.b)):
+        raise ctx.fail(
+            f"T.if_then_else condition {cond} in a T.Parallel body",
+            "conditions compare integer expressions of the loop and block indices (<, <=, >, >=, ==, !=)",
+        )
+    swap, op, threshold = kind
+    difference = tirx.Sub(cond.b, cond.a) if swap else tirx.Sub(cond.a, cond.b)
+    hoisted = None if isinstance(cond, (tirx.EQ, tirx.NE)) else hoisted_difference(ctx, difference, threshold)
+    if hoisted is not None:
+        diff, limit_value = hoisted
+    else:
+        diff, limit_value = index_tile(ctx, difference), threshold
+    if isinstance(cond, (tirx.EQ, tirx.NE)):
+        absolute = ctx.temp("float32")
+        em.emit(f"tiu::fabs({absolute}, {diff});")
+        diff = absolute
+    operands = []
+    for value in (a, b):
+        v = ctx.compute(value, None)
+        assert v is not None
+        if v.is_tile and v.dtype != "float32":
+            t = ctx.temp("float32")
+            emit_cast(em, t, v.text, "float32", v.dtype, ctx.temp)
+            v = Operand(t, "float32", True)
+        if not v.is_tile:  # the select takes its scalar operands by reference
+            name = em.fresh("sel")
+            em.emit(f"float {name} = {as_float(v.text)};")
+            v = Operand(name, "float32", False)
+        operands.append(v.text)
+    limit = em.fresh("limit")
+    em.emit(f"float {limit} = {limit_value};")
+    out = ctx.output(dtype, dst) if dtype == "float32" else ctx.temp("float32")
+    em.emit(f"tiu::{op}_select({out}, {diff}, {limit}, {operands[0]}, {operands[1]});")
+    if dtype != "float32":
+        final = ctx.output(dtype, dst)
+        emit_cast(em, final, out, dtype, "float32", ctx.temp)
+        out = final
+    return None if out == dst else Operand(out, dtype, True)

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tilelang_tpu.codegen_ir import GlobalTensor, Tile, is_const
-from tilelang_tpu.codegen_layout import LAYOUTS
+from tilelang_tpu.codegen.ir import is_const
+from tilelang_tpu.codegen.layout import LAYOUTS
+from tilelang_tpu.codegen.values import GlobalTensor, Tile
 
 if TYPE_CHECKING:
-    from tilelang_tpu.codegen_emit import Emitter
+    from tilelang_tpu.codegen.context import EmitContext
 
 __all__ = ["permuted_slice"]
 
@@ -29,7 +30,7 @@ _W = 3
 
 
 def permuted_slice(
-    em: Emitter, gname: str, g: GlobalTensor, gmin: list[Any], gext: list[Any], real: list[str], tile: Tile, lext: list[Any]
+    em: EmitContext, gname: str, g: GlobalTensor, gmin: list[Any], gext: list[Any], real: list[str], tile: Tile, lext: list[Any]
 ) -> tuple[str, str, list[str]]:
     """(C expression of the global side, the ``dim4`` variable of its extents, those 4-D
     extents) of a copy between ``tile`` and the

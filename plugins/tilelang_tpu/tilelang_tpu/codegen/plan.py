@@ -5,7 +5,8 @@
   operands stay in the lanes layout);
 * which staging copies ``T.reduce_*`` inserted can be skipped (the reduction then
   reads the original tile);
-* which grid loop, if any, can be software-pipelined.
+* which grid loop, if any, can be software-pipelined;
+* which grid loops are split over the TPU cores (:func:`grid_split`, ``tpu:cores=N``).
 
 The plan is computed once from the device PrimFunc and only read afterwards.
 :func:`overwriting_gemm` is the one local (two-statement) decision, made while emitting.
@@ -18,9 +19,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from tilelang_tpu.codegen_ir import op_name, pipelinable_grid_loop, region, tile_call, whole
+from tilelang_tpu.codegen.ir import is_ret, op_name, pipelinable_grid_loop, region, tile_call, whole
+from tilelang_tpu.grid import is_marked_grid_loop
 
-__all__ = ["KernelPlan", "overwriting_gemm", "plan_kernel"]
+__all__ = ["GridSplit", "KernelPlan", "grid_loops", "grid_split", "overwriting_gemm", "plan_kernel"]
 
 
 @dataclass
@@ -52,7 +54,7 @@ def overwriting_gemm(first: Any, second: Any) -> Any:
     """The ``T.gemm`` call of ``second`` when ``first`` is a zero fill that it overwrites, else None.
 
     ``T.clear(c)`` / ``T.fill(c, 0)`` of a whole tile immediately followed by
-    ``T.gemm(a, b, c)``: the GEMM writes every element of ``c`` (codegen_gemm only takes
+    ``T.gemm(a, b, c)``: the GEMM writes every element of ``c`` (codegen.emit.gemm only takes
     whole tiles), so it is emitted non-accumulating (``accumulate = false``, as
     ``clear_accum=True``) and the fill is dropped, as a PPL programmer writes it.  Only when
     the fill covers the whole tile, its value is +0, and ``c`` is neither operand of the
@@ -107,7 +109,7 @@ def _collect_uses(plan: KernelPlan, body: Any) -> None:
             a, b, c = (region(arg)[0] for arg in node.args[:3])
             transposed = (bool(int(node.args[3])), bool(int(node.args[4])), False)
             if str(a.dtype) == "float32":
-                # A transposed operand keeps the lanes layout: codegen_gemm transposes it
+                # A transposed operand keeps the lanes layout: codegen.emit.gemm transposes it
                 # into a rows_n scratch tile with two DMA transposes.
                 for buf, trans in zip((a, b, c), transposed, strict=True):
                     if not trans:
@@ -201,3 +203,136 @@ def _static(shape: Any) -> list[int] | None:
     from tvm import tirx
 
     return [int(d) for d in shape] if all(isinstance(d, tirx.IntImm) for d in shape) else None
+
+
+@dataclass(frozen=True)
+class GridSplit:
+    """How the grid runs: ``loops`` (outermost first) split over ``cores`` cores, or ``reason`` it runs on one."""
+
+    loops: tuple[Any, ...] = ()
+    cores: int = 1
+    reason: str = ""
+
+
+def grid_loops(body: Any) -> tuple[Any, ...]:
+    """The grid loops of a kernel body, outermost first (``()`` if the body is not one grid loop nest)."""
+    from tvm import tirx
+
+    while True:
+        stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
+        rest = [s for s in stmts if not isinstance(s, tirx.DeclBuffer) and not is_ret(s)]
+        if len(rest) != 1:
+            return ()
+        if not isinstance(rest[0], tirx.AttrStmt):
+            break
+        body = rest[0].body  # an annotation around the grid (tl.assume of symbolic shapes): emitted as its body
+    if not is_marked_grid_loop(rest[0]):
+        return ()
+    loops = [rest[0]]
+    while is_marked_grid_loop(loops[-1].body):
+        loops.append(loops[-1].body)
+    return tuple(loops)
+
+
+def grid_split(body: Any, cores: int) -> GridSplit:
+    """How the grid of the kernel whose body is ``body`` runs on a launch of ``cores`` cores."""
+    from tvm import tirx
+
+    if cores <= 1:
+        return GridSplit(reason="one core asked for")
+    loops = grid_loops(body)
+    if not loops:
+        return GridSplit(reason="the kernel has a grid of one block")
+    atomics: list[Any] = []
+    tirx.stmt_functor.post_order_visit(
+        body, lambda n: atomics.append(n) if isinstance(n, tirx.Call) and op_name(n) == "tl.tileop.atomicadd" else None
+    )
+    if atomics:
+        # Two cores adding into one region would race (codegen.emit.atomic's read-modify-write):
+        # split only over the grid loops that separate the regions (split-K's bx, by).
+        loops, reason = _atomic_safe_loops(body, loops, atomics)
+        if not loops:
+            return GridSplit(reason=reason)
+    if all(isinstance(loop.extent, tirx.IntImm) for loop in loops):
+        blocks = 1
+        for loop in loops:
+            blocks *= int(loop.extent)
+        if blocks <= 1:
+            return GridSplit(reason="the kernel has a grid of one block")
+        cores = min(cores, blocks)  # a core without a block would only cost its launch
+    return GridSplit(loops, cores)
+
+
+def _atomic_safe_loops(body: Any, loops: tuple[Any, ...], atomics: list[Any]) -> tuple[tuple[Any, ...], str]:
+    """The outer grid loops a kernel with ``T.atomic_add`` can be split over, or ``()`` and why not.
+
+    Blocks that add into one region must stay on one core, in the one-core order
+    (which also keeps the sums bitwise those of one core).  So the split covers the
+    outermost grid loops down to the first one whose variable no destination index
+    uses (split-K's ``bz``, walked whole by each core), and only if every
+    destination tensor is written by one form of ``T.atomic_add`` alone (no other
+    reads or writes of it) whose index separates those loops: for each split
+    variable ``v`` some dimension's index is ``c * v + k``, with a constant ``k`` and
+    ``|c|`` at least the region's extent there.  Then blocks of two
+    cores differ in some ``v`` and their regions are disjoint.
+    """
+    from tvm import arith, ir, tirx
+
+    one_core = "T.atomic_add is atomic only while one core walks the grid"
+    destinations: dict[Any, tuple[list[Any], list[Any]]] = {}
+    for call in atomics:
+        dst, mins, extents = region(call.args[1])
+        # The region written is the value tile's (a BufferLoad destination has extents 1).
+        tile_extents = list(region(call.args[0])[2])
+        if len(tile_extents) > len(extents):
+            return (), one_core
+        aligned = [tirx.const(1, "int32")] * (len(extents) - len(tile_extents)) + tile_extents
+        extents = [arith.Analyzer().simplify(tirx.max(e, t)) for e, t in zip(extents, aligned, strict=True)]
+        known = destinations.setdefault(dst.data, (mins, extents))
+        if not (ir.structural_equal(known[0], mins) and ir.structural_equal(known[1], extents)):
+            return (), f"{one_core} (two T.atomic_add forms write {dst.name})"
+
+    def touches(node: Any) -> list[Any]:
+        found: list[Any] = []
+        tirx.stmt_functor.post_order_visit(
+            node,
+            lambda n: found.append(n) if isinstance(n, (tirx.BufferLoad, tirx.BufferStore)) and n.buffer.data in destinations else None,
+        )
+        return found
+
+    if len(touches(body)) != sum(len(touches(tirx.Evaluate(call.args[1]))) for call in atomics):
+        return (), f"{one_core} (its destination is also read or written otherwise)"
+
+    split: list[Any] = []
+    for loop in loops:
+        var = loop.loop_var
+        if not any(_mentions(m, var) for mins, _ in destinations.values() for m in mins):
+            break
+        for mins, extents in destinations.values():
+            if not any(_separates(m, e, var, arith) for m, e in zip(mins, extents, strict=False)):
+                return tuple(split), f"{one_core} (its regions do not separate the grid's blocks)"
+        split.append(loop)
+    return tuple(split), one_core
+
+
+def _mentions(expr: Any, var: Any) -> bool:
+    from tvm import tirx
+
+    found: list[Any] = []
+    tirx.stmt_functor.post_order_visit(expr, lambda n: found.append(n) if isinstance(n, tirx.Var) and n.same_as(var) else None)
+    return bool(found)
+
+
+def _separates(index: Any, extent: Any, var: Any, arith: Any) -> bool:
+    """Whether ``index`` is ``c * var + k`` with a constant ``k`` and ``|c| >= extent``.
+
+    ``k`` must be a constant, not merely free of grid variables: a loop variable inside
+    the block (``C[by * 64 + i * 32, ...]``) widens a block's regions into the next block's.
+    """
+    from tvm import tirx
+
+    coefficients = arith.detect_linear_equation(index, [var])
+    if len(coefficients) != 2 or not isinstance(extent, tirx.IntImm):
+        return False
+    coefficient, base = coefficients
+    return isinstance(coefficient, tirx.IntImm) and isinstance(base, tirx.IntImm) and abs(int(coefficient)) >= int(extent)
