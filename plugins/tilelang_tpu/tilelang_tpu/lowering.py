@@ -219,6 +219,26 @@ def _drop_unit_thread_loops(func: Any) -> Any:
     return func.with_body(tirx.stmt_functor.ir_transform(func.body, None, drop, ["tirx.For"]))
 
 
+def _fold_infinities(func: Any) -> Any:
+    """Fold ``T.infinity(dtype)`` and ``T.infinity(dtype) * c`` into float constants.
+
+    tilelang 0.1.15's frontend writes ``-T.infinity(dtype)`` as the constant ``-inf``; 0.1.14 leaves
+    the call times ``-1.0``.  The code generator recognises constants (the identity of a max
+    reduction, a fill value), so both spellings become the constant, whatever the release.
+    """
+    from tvm import tirx
+
+    def fold(node: Any) -> Any:
+        if isinstance(node, tirx.Call) and str(getattr(node.op, "name", "")) in ("tl.infinity", "tirx.infinity"):
+            return tirx.FloatImm(node.dtype, float("inf"))
+        if isinstance(node, tirx.Mul) and isinstance(node.a, tirx.FloatImm) and isinstance(node.b, tirx.FloatImm):
+            if float("inf") in (abs(node.a.value), abs(node.b.value)) and 0.0 not in (node.a.value, node.b.value):
+                return tirx.FloatImm(node.dtype, node.a.value * node.b.value)
+        return None
+
+    return func.with_body(tirx.stmt_functor.ir_transform(func.body, None, fold, ["tirx.Call", "tirx.Mul"]))
+
+
 def _passes(mod: Any, dummy: Any) -> Any:
     import tilelang.transform as tl
     from tvm import tirx
@@ -230,6 +250,7 @@ def _passes(mod: Any, dummy: Any) -> Any:
     # T.Kernel grid -> serial loops over the block indices (a TPU core walks the grid).
     mod = tl.MaterializeKernelLaunch(lower_thread_binding=False, **_launch_options())(mod)
     mod = _map_prim_funcs(mod, _drop_unit_thread_loops)
+    mod = _map_prim_funcs(mod, _fold_infinities)
     # Mark those loops now, while they are known for sure: tpu:cores=N splits them over cores.
     mod = mark_grid_loops(mod)
     if should_force_let_inline():
