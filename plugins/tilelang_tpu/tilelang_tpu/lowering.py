@@ -231,9 +231,9 @@ def _fold_infinities(func: Any) -> Any:
     def fold(node: Any) -> Any:
         if isinstance(node, tirx.Call) and str(getattr(node.op, "name", "")) in ("tl.infinity", "tirx.infinity"):
             return tirx.FloatImm(node.dtype, float("inf"))
-        if isinstance(node, tirx.Mul) and isinstance(node.a, tirx.FloatImm) and isinstance(node.b, tirx.FloatImm):
-            if float("inf") in (abs(node.a.value), abs(node.b.value)) and 0.0 not in (node.a.value, node.b.value):
-                return tirx.FloatImm(node.dtype, node.a.value * node.b.value)
+        constants = isinstance(node, tirx.Mul) and isinstance(node.a, tirx.FloatImm) and isinstance(node.b, tirx.FloatImm)
+        if constants and float("inf") in (abs(node.a.value), abs(node.b.value)) and 0.0 not in (node.a.value, node.b.value):
+            return tirx.FloatImm(node.dtype, node.a.value * node.b.value)
         return None
 
     return func.with_body(tirx.stmt_functor.ir_transform(func.body, None, fold, ["tirx.Call", "tirx.Mul"]))
