@@ -15,7 +15,7 @@ $(BIN)/python:
 $(VENV)/.installed: $(BIN)/python pyproject.toml examples/democpu/pyproject.toml plugins/*/pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH)"
-	$(BIN)/pip install -q ".[remote]" ./examples/democpu ./plugins/tilelang_cuda ./plugins/tilelang_hip ./plugins/tilelang_tpu pytest pytest-xdist ruff mypy
+	$(BIN)/pip install -q ".[remote]" ./examples/democpu ./plugins/tilelang_cuda ./plugins/tilelang_hip ./plugins/tilelang_tpu pytest pytest-xdist ruff mypy import-linter
 	$(BIN)/tilelang-tpu toolchain install
 	touch $@
 
@@ -43,11 +43,13 @@ check: setup
 	$(BIN)/mypy $(TYPED_PACKAGES)
 
 # The suite runs on every core up to 4 (pytest-xdist): most of its time is single-threaded
-# compilers and emulator launches, and each test has its own caches (tilecore.testing).
+# compilers and emulator launches, and each test has its own caches (tilecore.kit.testing).
 # `make test PYTEST_WORKERS=` runs it in one process.
 PYTEST_WORKERS ?= -n auto --maxprocesses=4
 
+# The layers of docs/architecture.md ("Layers"), as import-linter contracts (.importlinter).
 test: setup redis-server check
+	$(BIN)/lint-imports
 	$(BIN)/pytest $(PYTEST_WORKERS)
 	$(MAKE) test-tilelang-window
 

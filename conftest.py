@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 # Every test gets its own tilelang and tilecore cache folders (the fixture every backend can use).
-from tilecore.testing import tilecore_isolated_caches  # noqa: F401
+from tilecore.kit.testing import tilecore_isolated_caches  # noqa: F401
 
 
 @pytest.fixture(autouse=True)

@@ -183,7 +183,7 @@ def run_machine(target: str, count: int, cache: Path, url: str | None, kill_afte
     if target == "tpu" and "TILELANG_TPU_TOOLCHAIN_DIR" not in env:
         # The installed SophGo toolchain stays where `tilelang-tpu toolchain install` put it;
         # everything else the backend builds goes to the machine's own tilecore cache.
-        from tilecore.paths import cache_root
+        from tilecore.kit.paths import cache_root
 
         env["TILELANG_TPU_TOOLCHAIN_DIR"] = str(cache_root() / "tpu" / "toolchain")
     if url:

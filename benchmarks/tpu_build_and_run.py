@@ -39,7 +39,7 @@ PROGRAM = textwrap.dedent(
     import torch, tilelang, tilelang.language as T, tilecore
     from pathlib import Path
     from tilecore import CompiledKernel, TensorParam
-    from tilecore.launch import Launcher
+    from tilecore._launch import Launcher
     from tilelang_tpu import runtime, setup
     imported = time.perf_counter() - t0
     chip, runs, ppl_path, what = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]

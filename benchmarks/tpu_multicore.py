@@ -132,7 +132,7 @@ def main() -> None:
     args = parser.parse_args()
     from tilelang_tpu import setup
 
-    from tilecore.paths import private_tempdir
+    from tilecore.kit.paths import private_tempdir
 
     # The caches move to a scratch directory; the installed toolchain must still be found.
     os.environ.setdefault(setup.TOOLCHAIN_DIR_ENV, str(setup.install_root()))

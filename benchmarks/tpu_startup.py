@@ -115,7 +115,7 @@ def main() -> None:
 
     from tilelang_tpu import runtime, setup
 
-    from tilecore.paths import private_tempdir
+    from tilecore.kit.paths import private_tempdir
 
     toolchain = setup.find_toolchain()
     library_dir = str(next(iter(toolchain.require_libraries("bm1690").values())).parent)

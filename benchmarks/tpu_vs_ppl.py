@@ -166,7 +166,7 @@ def main() -> None:
 
     from tilelang_tpu import setup
 
-    from tilecore.paths import private_tempdir
+    from tilecore.kit.paths import private_tempdir
 
     # The caches move to a scratch directory; the installed toolchain must still be found.
     os.environ.setdefault(setup.TOOLCHAIN_DIR_ENV, str(setup.install_root()))
@@ -184,7 +184,7 @@ def _run(args: argparse.Namespace) -> None:
 
     import tilecore
     from tilecore import CompiledKernel
-    from tilecore.launch import Launcher
+    from tilecore._launch import Launcher
 
     toolchain = setup.find_toolchain()
     # One core on both sides: the hand-written twins walk the grid on one core, so the

@@ -32,7 +32,7 @@ def scaled_add(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32"), C
 
 def available_targets() -> list[str]:
     import tilecore  # only to list targets for the demo; kernels do not need it
-    from tilecore.registry import probe
+    from tilecore._registry import probe
 
     registry = tilecore.get_registry()
     registry.load_all()

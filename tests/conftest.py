@@ -1,4 +1,4 @@
-"""Shared fixtures: real installed test distributions (cache isolation: tilecore.testing, via the root conftest)."""
+"""Shared fixtures: real installed test distributions (cache isolation: tilecore.kit.testing, via the root conftest)."""
 
 from __future__ import annotations
 

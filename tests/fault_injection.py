@@ -70,7 +70,7 @@ PROBE = """
 import json, sys
 import tilecore
 from tilecore import TilecoreError
-from tilecore.registry import Registry
+from tilecore._registry import Registry
 trigger = sys.argv[1]
 registry = Registry()
 err = None
@@ -91,7 +91,7 @@ isolated = False
 try:
     fresh = Registry()
     if trigger == "clash":
-        fresh = Registry(tilecore.discovery.PluginPolicy.from_env({"TILECORE_PLUGINS": "no:tilelang-faulty"}))
+        fresh = Registry(tilecore._registry.discovery.PluginPolicy.from_env({"TILECORE_PLUGINS": "no:tilelang-faulty"}))
     isolated = fresh.setup(fresh.resolve("fiok:O0")).name == "cc"
 except Exception as caught:
     isolated = f"{type(caught).__name__}: {caught}"

@@ -92,7 +92,7 @@ GOOD_BACKEND = """
 import tilecore
 from tilecore import TargetSpec, TargetOption, hookimpl
 from tilelang_democpu import codegen, lowering, runtime
-from tilecore.supply import make_tensor
+from tilecore.kit.supply import make_tensor
 
 __version__ = "VERSION"
 

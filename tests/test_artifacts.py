@@ -1,4 +1,4 @@
-"""tilecore.artifacts: build once (under a lock), verify at every reuse, rebuild what does not match."""
+"""tilecore.kit.artifacts: build once (under a lock), verify at every reuse, rebuild what does not match."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tilecore import TilecoreError
-from tilecore.artifacts import RECORD, ArtifactError, ArtifactStore, file_digest
-from tilecore.paths import socket_scratch_parent
+from tilecore.kit.artifacts import RECORD, ArtifactError, ArtifactStore, file_digest
+from tilecore.kit.paths import socket_scratch_parent
 
 
 def _builder(calls: list[int], payload: bytes = b"\x7fELF-not-really" * 100):

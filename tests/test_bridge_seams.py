@@ -18,7 +18,7 @@ import tilecore  # noqa: E402
 from tilecore import _bridge  # noqa: E402
 from tilecore._bridge import gate, patches  # noqa: E402
 from tilecore._bridge.seams import SEAMS, Seam  # noqa: E402
-from tilecore.registry import Registry  # noqa: E402
+from tilecore._registry import Registry  # noqa: E402
 
 BRIDGE = Path(_bridge.__file__).parent
 ROOT = Path(__file__).resolve().parents[1]

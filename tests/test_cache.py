@@ -87,7 +87,7 @@ def test_concurrent_compiles_leave_one_valid_entry(fake_site: FakeSite, tmp_path
 
 
 # ----------------------------------------------------------------------------------------
-# Backend-owned build products (tilecore.artifacts): verified at every reuse
+# Backend-owned build products (tilecore.kit.artifacts): verified at every reuse
 # ----------------------------------------------------------------------------------------
 
 DEMOCPU = (
@@ -133,7 +133,7 @@ def _retag_tilelang_manifest(entry: Path) -> None:
 
 
 def test_damaged_backend_library_is_rebuilt_not_loaded(tmp_path: Path) -> None:
-    """Before tilecore.artifacts: a truncated library gave SIGBUS on every compile, a zero-filled
+    """Before tilecore.kit.artifacts: a truncated library gave SIGBUS on every compile, a zero-filled
     one "invalid ELF header", until deleted by hand; a damaged copy in tilelang's cache was served."""
     backend_cache = Path(os.environ["TILECORE_CACHE_DIR"]) / "democpu" / "kernels"
     tilelang_cache = Path(os.environ["TILELANG_CACHE_DIR"])

@@ -22,9 +22,9 @@ from tilecore import (
     TilecoreError,
     UnknownTargetError,
 )
-from tilecore.discovery import PluginPolicy
+from tilecore._registry import State
+from tilecore._registry.discovery import PluginPolicy
 from tilecore.errors import HookReturnError
-from tilecore.registry import State
 
 DECLARE = """
 import tilecore
@@ -172,13 +172,14 @@ def test_wrong_setup_return_type_names_everything(site) -> None:
 
 def test_return_contracts() -> None:
     from tilecore import Toolchain, hookspecs
+    from tilecore._registry.dispatch import RETURNS
 
-    assert hookspecs.RETURNS["tilecore_bench"].check([1.0, 2.0]) and not hookspecs.RETURNS["tilecore_bench"].check("fast")
-    assert not hookspecs.RETURNS["tilecore_bench"].check([]) and not hookspecs.RETURNS["tilecore_bench"].check(True)
-    assert hookspecs.RETURNS["tilecore_setup"].check(Toolchain("a", "1", "/", "x"))
-    assert not hookspecs.RETURNS["tilecore_codegen"].check(b"bytes")
-    assert not hookspecs.RETURNS["tilecore_create_adapter"].check(object())
-    assert set(hookspecs.RETURNS) == {h for h in dir(hookspecs) if h.startswith("tilecore_")}
+    assert RETURNS["tilecore_bench"].check([1.0, 2.0]) and not RETURNS["tilecore_bench"].check("fast")
+    assert not RETURNS["tilecore_bench"].check([]) and not RETURNS["tilecore_bench"].check(True)
+    assert RETURNS["tilecore_setup"].check(Toolchain("a", "1", "/", "x"))
+    assert not RETURNS["tilecore_codegen"].check(b"bytes")
+    assert not RETURNS["tilecore_create_adapter"].check(object())
+    assert set(RETURNS) == {h for h in dir(hookspecs) if h.startswith("tilecore_")}
 
 
 def test_end_to_end_doctor_json_survives_a_wrong_type(fake_site: FakeSite) -> None:
@@ -276,6 +277,29 @@ def test_load_all_bounds_a_hanging_import(site) -> None:
     assert registry.resolve("ownt") is not None
 
 
+def test_naming_a_backend_whose_import_hangs_is_bounded(site, monkeypatch) -> None:
+    """Issue 19, item 10: ``tilelang.compile(f, target="hangt")`` must not hang in silence."""
+    module = unique("hang")
+    site.add(
+        "tilelang-hang",
+        "1.0",
+        module,
+        "import time\n\n\ndef stall():\n    time.sleep(30)\n\n\nstall()\n",
+        entry="hangt",
+        targets=("hangt",),
+    )
+    monkeypatch.setenv("TILECORE_IMPORT_TIMEOUT", "1")
+    registry = make_registry(TILECORE_PLUGINS="hangt")
+    start = time.monotonic()
+    with pytest.raises(BackendLoadError) as info:
+        registry.resolve("hangt")
+    assert time.monotonic() - start < 10
+    message = str(info.value)
+    assert "tilelang-hang 1.0" in message and "did not finish within 1 s" in message
+    assert f"It hangs at {site.root / module / '__init__.py'}:" in message, message  # the file and line
+    assert "TILECORE_PLUGINS=no:hangt" in message and "TILECORE_IMPORT_TIMEOUT" in message
+
+
 def test_misspelled_target_imports_nothing_when_metadata_answers(site) -> None:
     modules = [unique("one"), unique("two")]
     site.add("tilelang-one", "1.0", modules[0], "raise SystemExit('must not be imported')\n", entry="onet", targets=("onet",))
@@ -337,7 +361,7 @@ def test_cli_errors_are_one_line(fake_site: FakeSite) -> None:
 
 
 def test_malformed_target_unit_errors_are_tilecore_errors() -> None:
-    from tilecore.registry import Registry as R
+    from tilecore._registry import Registry as R
 
     registry = R(PluginPolicy.from_env({"TILECORE_PLUGINS": "democpu"}))
     for bad in (

@@ -22,8 +22,8 @@ from tilecore import (
     TargetOptionError,
     UnknownTargetError,
 )
-from tilecore.discovery import PluginPolicy
-from tilecore.registry import State
+from tilecore._registry import State
+from tilecore._registry.discovery import PluginPolicy
 
 DECLARE = """
 from tilecore import TargetSpec, TargetOption, hookimpl
@@ -254,7 +254,7 @@ def test_auto_picks_highest_priority_available(site) -> None:
     registry = make_registry(TILECORE_PLUGINS="prio")
     chosen = registry.select_auto()
     assert chosen is not None and chosen.name == "fastt"
-    from tilecore.registry import probe
+    from tilecore._registry import probe
 
     specs = {s.name: s for _, s in registry.declared_targets()}
     assert "ZeroDivisionError" in probe(specs["crasht"]).reason

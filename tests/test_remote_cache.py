@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tilecore.paths import cache_root
+from tilecore.kit.paths import cache_root
 from tilecore.remote import entry, signing
 from tilecore.remote.localserver import LocalRedisServer, find_binary, free_port
 from tilecore.remote.url import RemoteURLError, parse, redact
@@ -450,7 +450,7 @@ def test_cache_command_and_doctor_on_both_tiers(machines: Machines, store: redis
             "from tilecore.remote import doctor_report\n"
             "print(json.dumps(doctor_report()))\n"
             "from tilecore.cli import envinfo\n"
-            "from tilecore.remote.cli import doctor_section\n"
+            "from tilecore.cli.cache_cmd import doctor_section\n"
             "print(json.dumps({'section': doctor_section(None).as_json('remote'), 'env': envinfo.collect()['tilecore_env']}))\n"
         )
         proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=machines.cwd, capture_output=True, text=True, timeout=300)

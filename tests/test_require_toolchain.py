@@ -8,8 +8,8 @@ import pytest
 
 import tilecore
 from tilecore import TargetSpec, Toolchain, ToolchainError, hookimpl
-from tilecore.discovery import PluginPolicy
-from tilecore.registry import Registry
+from tilecore._registry import Registry
+from tilecore._registry.discovery import PluginPolicy
 
 FOUND = Toolchain(name="tc", version="1.2", location="/opt/tc/bin/tc", found_by="test")
 
@@ -40,7 +40,7 @@ def registry(monkeypatch: pytest.MonkeyPatch) -> Registry:
     registry = Registry(PluginPolicy.from_env({}), builtin_kinds=lambda: ("c",))
     registry.register(_module("tcnosetup", tilecore_declare_targets=_declare_nosetup))
     registry.register(_module("tcwithsetup", tilecore_declare_targets=_declare_withsetup, tilecore_setup=_setup))
-    monkeypatch.setattr(tilecore, "_registry", registry)
+    monkeypatch.setattr(tilecore._activation, "_registry", registry)
     return registry
 
 

@@ -1,4 +1,4 @@
-"""An editable backend's sources are part of the kernel cache key (tilecore.source_fingerprint):
+"""An editable backend's sources are part of the kernel cache key (tilecore._registry.identity):
 editing its code generator must be a cache miss, never a stale kernel."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tilecore.source_fingerprint import editable_source_fingerprint
+from tilecore._registry.identity import editable_source_fingerprint
 
 
 def _install(site: Path, name: str, project: Path, editable: bool) -> None:
@@ -77,8 +77,8 @@ def test_the_cache_salt_carries_it(site: Path, tmp_path: Path) -> None:
     is editable: here the democpu example backend's distribution is shadowed, first on
     sys.path, by an editable record of a project this test edits."""
     import tilecore
-    from tilecore._bridge.cache import cache_salt
-    from tilecore._bridge.targets import normalizer
+    from tilecore._bridge.cache_key import cache_salt
+    from tilecore._bridge.tvm_targets import normalizer
 
     registry = tilecore.get_registry()
     tvm_target = normalizer(registry)("democpu")

@@ -1,4 +1,4 @@
-"""tilecore.supply: the one timing loop and the timing-method check every backend uses."""
+"""tilecore.kit.supply: the one timing loop and the timing-method check every backend uses."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 import pytest
 
 import tilecore
-from tilecore.supply import HostEvent, timed_samples, timing_method, wall_clock_bench
+from tilecore.kit.timing import HostEvent, timed_samples, timing_method, wall_clock_bench
 from tilecore.targets import ResolvedTarget, TargetSpec
 
 

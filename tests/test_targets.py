@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tilecore import Availability, PluginValidationError, TargetOption, TargetOptionError, TargetSpec, Upstream
-from tilecore.targets import bind_options, split_target_string, target_kind
+from tilecore._registry.options import bind_options, split_target_string, target_kind
 
 CHIP = TargetOption("chip", "the chip", choices=("bm1690", "bm1684x"), default="bm1690")
 MODE = TargetOption("mode", "execution mode", choices=("pcie", "cmodel"), default=lambda: "cmodel")
@@ -71,8 +71,8 @@ def test_availability_is_truthy() -> None:
 
 import random  # noqa: E402
 
+from tilecore._registry.options import raw_options  # noqa: E402
 from tilecore.errors import MalformedTargetError, TilecoreError  # noqa: E402
-from tilecore.targets import raw_options  # noqa: E402
 
 
 @pytest.mark.parametrize(
@@ -123,8 +123,8 @@ def random_target(rng: random.Random) -> object:
 def test_fuzz_parser_raises_only_tilecore_errors() -> None:
     """10,000 seeded random strings and dicts: each resolves, is left to tilelang (None), or
     raises a TilecoreError; never TypeError/KeyError/... from the parser or error rendering."""
-    from tilecore.discovery import PluginPolicy
-    from tilecore.registry import Registry
+    from tilecore._registry import Registry
+    from tilecore._registry.discovery import PluginPolicy
 
     registry = Registry(PluginPolicy.from_env({"TILECORE_PLUGINS": "nothing-installed"}), builtin_kinds=lambda: ("c",))
     from types import ModuleType

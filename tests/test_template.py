@@ -79,7 +79,7 @@ def test_rendered_files() -> None:
     assert 'STORE = ArtifactStore("mychip", "kernels")' in runtime and "raise KernelFaultError(" in runtime
     assert "ArtifactStore.repair_copy(Path(kernel.library_path), artifact)" in plugin
     assert 'find_host_compiler("c++"' in files[Path("tilelang_mychip/setup.py")]
-    assert "from tilecore.testing import tilecore_isolated_caches" in files[Path("tests/conftest.py")]
+    assert "from tilecore.kit.testing import tilecore_isolated_caches" in files[Path("tests/conftest.py")]
 
 
 @pytest.mark.slow

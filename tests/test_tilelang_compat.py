@@ -15,8 +15,8 @@ import textwrap
 import pytest
 from tcsupport import ADD_KERNEL, FakeSite, good_backend
 
-from tilecore import compat
 from tilecore._bridge import gate
+from tilecore._registry import compat
 from tilecore._version import TILELANG_REQUIREMENT
 from tilecore.errors import TilecoreError
 

@@ -109,7 +109,7 @@ from tilelang.cache.kernel_cache import _CACHE_KEY_SALTS, _CACHE_TIERS
 from tilelang.profiler import _PROFILER_HOOKS, Profiler
 from tilecore import _bridge
 from tilecore._bridge import gate, seams
-from tilecore._bridge.cache import add_tier, remove_tier
+from tilecore._bridge.cache_tiers import add_tier, remove_tier
 
 store = os.environ["TIER_STORE"]
 

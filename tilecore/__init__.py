@@ -18,16 +18,16 @@ contract in :mod:`tilecore.hookspecs`.
 
 from __future__ import annotations
 
-import logging
-import sys
-import threading
-
+from tilecore import _activation
+from tilecore._activation import activate, get_registry
+from tilecore._registry import Backend, Registry
 from tilecore._version import API_VERSION, __version__
 from tilecore.errors import (
     AmbiguousTargetError,
     BackendLoadError,
     IncompatibleBackendError,
     KernelArgumentError,
+    KernelFaultError,
     PluginValidationError,
     TargetOptionError,
     TilecoreError,
@@ -36,7 +36,6 @@ from tilecore.errors import (
 )
 from tilecore.hookspecs import hookimpl, hookspec
 from tilecore.kernel import SUPPLY_TYPES, CompiledKernel, KernelAdapter, TensorParam, Toolchain
-from tilecore.registry import Backend, Registry
 from tilecore.targets import Availability, ResolvedTarget, TargetOption, TargetSpec, Upstream
 
 __all__ = [
@@ -50,6 +49,7 @@ __all__ = [
     "IncompatibleBackendError",
     "KernelAdapter",
     "KernelArgumentError",
+    "KernelFaultError",
     "PluginValidationError",
     "Registry",
     "ResolvedTarget",
@@ -72,54 +72,6 @@ __all__ = [
     "resolve_target",
     "setup_target",
 ]
-
-_logger = logging.getLogger("tilecore")
-_registry: Registry | None = None
-_registry_lock = threading.Lock()
-
-
-def get_registry() -> Registry:
-    """The process-wide registry (created on first use; reads the environment then)."""
-    global _registry
-    if _registry is None:
-        with _registry_lock:
-            if _registry is None:
-                from tilecore._bridge import builtin_kinds
-
-                _registry = Registry(builtin_kinds=builtin_kinds)
-    return _registry
-
-
-def activate() -> Registry:
-    """Import tilelang and connect the registry to it.  Idempotent.
-
-    Raises :class:`tilecore._bridge.BridgeError` if the installed tilelang is
-    not one the bridge supports (the message names the supported range).
-    """
-    import tilelang  # noqa: F401 - the bridge patches the imported package
-
-    from tilecore import _bridge
-
-    _warn_if_forked()  # before the bridge: a fork is the likeliest reason it would refuse this tilelang
-    registry = get_registry()
-    _bridge.install(registry)
-    return registry
-
-
-_fork_checked = False
-
-
-def _warn_if_forked() -> None:
-    """Warn once per process when another distribution owns or overwrote the ``tilelang`` package."""
-    global _fork_checked
-    if _fork_checked:
-        return
-    _fork_checked = True
-    from tilecore import compat
-
-    problem = compat.fork_problem()
-    if problem is not None:
-        compat.warn_once(f"{problem}. tilecore cannot vouch for this tilelang. Fix: {compat.fork_fix()}")
 
 
 def register(plugin: object, name: str | None = None) -> Backend:
@@ -168,36 +120,12 @@ def require_toolchain(target: object) -> Toolchain:
     return toolchain
 
 
-#: Why the last activation failed (shown by ``tilecore list``/``doctor``), or ``None``.
-activation_error: BaseException | None = None
+def __getattr__(name: str) -> object:
+    # The activation state lives in tilecore._activation; these names stay readable here.
+    if name == "activation_error":
+        return _activation.activation_error
+    raise AttributeError(f"module 'tilecore' has no attribute {name!r}")
 
 
-def _autoload_activate() -> None:
-    """Activate without raising: used at import and by the startup hook after ``import tilelang``.
-
-    A broken tilecore or an unsupported tilelang must not break ``import tilelang``;
-    the error is logged once, kept in :data:`activation_error`, and an explicit
-    :func:`activate` call raises it.
-    """
-    global activation_error
-    try:
-        activate()
-        activation_error = None
-    except Exception as err:
-        activation_error = err
-        _logger.warning("tilecore could not activate (%s: %s); tilelang runs without plugins.", type(err).__name__, err)
-
-
-def _activate_with_tilelang() -> None:
-    """Activate now if tilelang is imported, else right after ``import tilelang``."""
-    if "tilelang" in sys.modules:
-        _autoload_activate()
-        return
-    try:
-        import _tilecore_autoload  # the startup hook module, installed next to the package
-    except ImportError:  # a source checkout without the installed hook: activation stays explicit
-        return
-    _tilecore_autoload.watch()
-
-
-_activate_with_tilelang()
+_autoload_activate = _activation.autoload_activate  # the startup hook's and tilelang.plugins' entry
+_activation.activate_with_tilelang()

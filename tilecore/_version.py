@@ -19,7 +19,7 @@ API_VERSION: tuple[int, int] = (1, 1)
 #: the backends' suites against each release in it (docs/tilelang-releases.md).  Every pyproject
 #: that names tilelang uses exactly this string (tests/test_versions.py checks them).  A backend
 #: declares its own tested range the same way, as its distribution's requirement on tilelang;
-#: TILECORE_TILELANG_CHECK=seams accepts a newer, untested tilelang (tilecore.compat).
+#: TILECORE_TILELANG_CHECK=seams accepts a newer, untested tilelang (tilecore._registry.compat).
 TILELANG_REQUIREMENT = ">=0.1.14,<0.1.16"
 
 

@@ -84,3 +84,13 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     if not close:
         return ""
     return " Did you mean " + " or ".join(repr(c) for c in close) + "?"
+
+
+class KernelFaultError(TilecoreError):
+    """A kernel faulted while running (the device or emulator reported an error).
+
+    Backends raise it (naming the target and the kernel) when their runtime
+    reports a fault, after :meth:`ArtifactStore.discard`-ing the kernel's build
+    products; tilecore then removes the kernel from tilelang's caches, so a
+    kernel that faulted is never served from a cache.
+    """

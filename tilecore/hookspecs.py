@@ -14,7 +14,7 @@ a backend with no targets, which is loaded, listed and never called for
 another backend's targets.  A wrapper declares no targets and sees every
 backend's hook calls.
 
-Every value a hook returns is checked against :data:`RETURNS` by the core; a
+Every value a hook returns is checked by the core (``tilecore._registry.dispatch.RETURNS``); a
 wrong type raises :class:`tilecore.errors.HookReturnError` naming the
 distribution, version, hook and expected type.
 
@@ -36,9 +36,7 @@ doctor_target            optional                    optional
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pluggy import HookimplMarker, HookspecMarker
@@ -130,53 +128,3 @@ def tilecore_doctor_target(spec: TargetSpec) -> str | None:
     that ``doctor`` should check the toolchain with instead; ``doctor`` runs
     ``tilecore_setup`` for it and prints the exact ``tilecore doctor --target ...``
     command.  Return ``None`` when no such choice can be made."""
-
-
-# -- return-value contracts ----------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ReturnContract:
-    """What a hook may return; ``None`` ("no answer") is always allowed for firstresult hooks."""
-
-    expected: str
-    check: Callable[[object], bool]
-
-
-def _is_spec_list(value: object) -> bool:
-    return isinstance(value, (list, tuple)) and all(isinstance(item, TargetSpec) for item in value)
-
-
-def _is_instance_of_loaded(module: str, attribute: str) -> Callable[[object], bool]:
-    """``isinstance`` against a class of a module that is already imported (never imports it:
-    a value of that type cannot exist unless its module is loaded)."""
-
-    def check(value: object) -> bool:
-        owner = sys.modules.get(module)
-        cls = getattr(owner, attribute, None) if owner is not None else None
-        return cls is not None and isinstance(value, cls)
-
-    return check
-
-
-def _is_milliseconds(value: object) -> bool:
-    def number(item: object) -> bool:
-        return isinstance(item, (int, float)) and not isinstance(item, bool)
-
-    if isinstance(value, list):
-        return bool(value) and all(number(item) for item in value)
-    return number(value)
-
-
-RETURNS: Mapping[str, ReturnContract] = {
-    "tilecore_declare_targets": ReturnContract("a list of tilecore.TargetSpec (an empty list for no targets)", _is_spec_list),
-    "tilecore_setup": ReturnContract("a tilecore.Toolchain or None", lambda v: isinstance(v, Toolchain)),
-    "tilecore_lower": ReturnContract("a tvm.IRModule", _is_instance_of_loaded("tvm", "IRModule")),
-    "tilecore_codegen": ReturnContract("a str (the kernel source text)", lambda v: isinstance(v, str)),
-    "tilecore_create_adapter": ReturnContract(
-        "a tilecore.KernelAdapter (a callable with a library_path attribute)", lambda v: isinstance(v, KernelAdapter)
-    ),
-    "tilecore_supply_tensor": ReturnContract("a torch.Tensor or None", _is_instance_of_loaded("torch", "Tensor")),
-    "tilecore_bench": ReturnContract("milliseconds: a float, a non-empty list of floats, or None", _is_milliseconds),
-    "tilecore_doctor_target": ReturnContract("a target string or None", lambda v: isinstance(v, str)),
-}

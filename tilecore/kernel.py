@@ -7,7 +7,7 @@ and no backend.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -102,16 +102,3 @@ class Toolchain:
         object.__setattr__(self, "notes", tuple(self.notes))
         if not self.fingerprint:
             object.__setattr__(self, "fingerprint", f"{self.name}=={self.version}")
-
-
-def output_indices(out_idx: int | Sequence[int] | None, n_params: int) -> tuple[int, ...]:
-    """Normalise tilelang's ``out_idx`` (int, list, negatives) into sorted positive indices."""
-    if out_idx is None:
-        return ()
-    items = [out_idx] if isinstance(out_idx, int) else list(out_idx)
-    result = []
-    for idx in items:
-        if not -n_params <= idx < n_params:
-            raise ValueError(f"out_idx {idx} is out of range for a kernel with {n_params} parameters")
-        result.append(idx % n_params)
-    return tuple(sorted(set(result)))

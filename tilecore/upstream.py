@@ -28,9 +28,11 @@ import functools
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
-from tilecore._bridge import gate, helpers
+from tilecore._bridge import gate, reuse
+from tilecore._version import TILELANG_REQUIREMENT
 
 __all__ = [
+    "TILELANG_REQUIREMENT",
     "accepts",
     "c_source",
     "determine_target",
@@ -56,10 +58,10 @@ def _gated(func: Callable[_P, _R]) -> Callable[_P, _R]:
     return call
 
 
-lower_with_host_pipeline = _gated(helpers.lower_with_host_pipeline)
-c_source = _gated(helpers.c_source)
-template_include_dir = _gated(helpers.template_include_dir)
-should_force_let_inline = _gated(helpers.should_force_let_inline)
-determine_target = _gated(helpers.determine_target)
-internal = _gated(helpers.internal)
+lower_with_host_pipeline = _gated(reuse.lower_with_host_pipeline)
+c_source = _gated(reuse.c_source)
+template_include_dir = _gated(reuse.template_include_dir)
+should_force_let_inline = _gated(reuse.should_force_let_inline)
+determine_target = _gated(reuse.determine_target)
+internal = _gated(reuse.internal)
 accepts = _gated(gate.accepts)

@@ -7,13 +7,17 @@ One module per concept, driven by the declarative table
 ``seams``              the table: every tilelang name tilecore patches, registers, reads
 ``gate``               supported version and every seam checked before anything changes
 ``patches``            :func:`install` applies the table, :func:`uninstall` reverts it
-``targets``            declared targets <-> TVM targets (normalizer, detector)
+``tvm_targets``        declared targets <-> TVM targets (normalizer, detector)
 ``backend_module``     ``BackendModule("tilecore")``: lowering/codegen through hooks
-``adapter``            adapters of backend-owned kernels; adapter creation and sources
+``jit_kernel``         the JITKernel seams: adapter creation after a compile and from the cache
+``adapter``            the adapter of a backend-owned kernel (``on_fault`` injected)
+``convert``            tilelang params/sources -> tilecore values
+``kernel_cache``       disk-cache layout of backend-owned kernels; eviction of a faulted one
+``cache_key``          backend identity in the cache key
+``cache_tiers``        further cache tiers (:func:`add_tier`); activation adds the remote one
 ``profiler``           tilelang's Profiler routed to the backend (supply, timing)
-``cache``              disk-cache layout, key salt, further cache tiers
-``stacked_jit``        ``@tilelang.jit`` over ``@T.prim_func`` and ``kernel[grid]``
-``helpers``            tilelang pieces backends reuse (public as :mod:`tilecore.upstream`)
+``call_forms``         ``@tilelang.jit`` over ``@T.prim_func`` and ``kernel[grid]``
+``reuse``              tilelang pieces backends reuse (public as :mod:`tilecore.upstream`)
 =====================  ==============================================================
 
 Every wrapper falls through to the original for kernels whose target no
@@ -22,24 +26,30 @@ tilecore backend owns.  Importing this package imports neither tilelang nor torc
 
 from __future__ import annotations
 
+from tilecore._bridge.cache_tiers import CacheTier, add_tier, remove_tier
 from tilecore._bridge.gate import BridgeError, check_loading_backend, check_version, problems, retired_seams
 from tilecore._bridge.gate import check as check_tilelang
+from tilecore._bridge.kernel_cache import local_cache_dir
 from tilecore._bridge.patches import install, installed, uninstall
 from tilecore._bridge.seams import SEAMS, Seam
-from tilecore._bridge.targets import TVM_KEY, builtin_kinds, resolve_tvm, tvm_config
+from tilecore._bridge.tvm_targets import TVM_KEY, builtin_kinds, resolve_tvm, tvm_config
 
 __all__ = [
     "SEAMS",
     "TVM_KEY",
     "BridgeError",
+    "CacheTier",
     "Seam",
+    "add_tier",
     "builtin_kinds",
     "check_loading_backend",
     "check_tilelang",
     "check_version",
     "install",
     "installed",
+    "local_cache_dir",
     "problems",
+    "remove_tier",
     "resolve_tvm",
     "retired_seams",
     "tvm_config",

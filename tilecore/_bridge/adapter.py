@@ -1,51 +1,21 @@
-"""Adapters of backend-owned kernels, and the JITKernel wrappers that create and read them.
+"""The adapter of a backend-owned kernel: what ``JITKernel.adapter`` is for tilecore targets.
 
-tilelang picks a kernel adapter with a hard-coded if-chain over its own
-execution backends (after a compile and on a disk-cache hit) and reads kernel
-sources through an allow-list of adapter names.  The wrappers here take the
-``tilecore`` execution backend out of those chains and fall through to the
-original for every other kernel.
+It wraps the backend's :class:`~tilecore.kernel.KernelAdapter` behind tilecore's argument
+checks (:class:`~tilecore._launch.Launcher`) and carries the attributes tilelang's JIT and
+disk cache read.  What happens to a kernel that faults is injected (``on_fault``), so this
+module knows no cache.
 """
 
 from __future__ import annotations
 
-import functools
-import os
-import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tilecore._bridge.backend_module import EXECUTION_BACKEND
-from tilecore._bridge.targets import resolve_tvm
-from tilecore.artifacts import KernelFaultError
-from tilecore.errors import TilecoreError
-from tilecore.kernel import CompiledKernel, TensorParam, output_indices
+from tilecore.errors import KernelFaultError
 
 if TYPE_CHECKING:
-    from tilecore.launch import Launcher
-    from tilecore.registry import Registry
-    from tilecore.targets import ResolvedTarget
-
-
-def tensor_params(params: Sequence[Any], func: Any) -> tuple[TensorParam, ...]:
-    """tilelang ``KernelParam``s -> tilecore :class:`TensorParam`s (names from the PrimFunc when known)."""
-    names: list[str] = []
-    if func is not None and hasattr(func, "buffer_map"):
-        names = [str(func.buffer_map[var].name) if var in func.buffer_map else str(var.name) for var in func.params]
-    result = []
-    for index, param in enumerate(params):
-        shape = tuple(str(d.name) if hasattr(d, "name") else int(d) for d in param.shape)
-        name = names[index] if index < len(names) else f"arg{index}"
-        result.append(TensorParam(name, param.torch_dtype(), shape))
-    return tuple(result)
-
-
-def kernel_name(func: Any) -> str:
-    """The ``global_symbol`` of a PrimFunc, else ``"main"``."""
-    attrs = getattr(func, "attrs", None)
-    if attrs is not None and "global_symbol" in attrs:
-        return str(attrs["global_symbol"])
-    return "main"
+    from tilecore._launch import Launcher
+    from tilecore.kernel import CompiledKernel
 
 
 class TilecoreAdapter:
@@ -58,8 +28,16 @@ class TilecoreAdapter:
     #: The tilelang disk-cache entry holding this kernel (set by the cache), removed if it faults.
     tilelang_cache_path: str | None = None
 
-    def __init__(self, kernel: CompiledKernel, launcher: Launcher, params: list[Any], host_source: str) -> None:
+    def __init__(
+        self,
+        kernel: CompiledKernel,
+        launcher: Launcher,
+        params: list[Any],
+        host_source: str,
+        on_fault: Callable[[TilecoreAdapter], None] = lambda adapter: None,
+    ) -> None:
         self.kernel = kernel
+        self._on_fault = on_fault
         self.launcher = launcher
         self.func = self.__call__  # what JITKernel calls: faults go through the eviction below
         self.params = params
@@ -72,7 +50,7 @@ class TilecoreAdapter:
         try:
             return self.launcher(*args)
         except KernelFaultError:
-            evict_faulted_kernel(self)
+            self._on_fault(self)
             raise
 
     def get_kernel_source(self, kernel_only: bool = True) -> str:
@@ -80,187 +58,3 @@ class TilecoreAdapter:
 
     def get_host_source(self) -> str:
         return self._host_source or getattr(self.launcher.adapter, "host_source", "") or ""
-
-
-def evict_faulted_kernel(adapter: TilecoreAdapter) -> None:
-    """Remove a kernel whose launch faulted from tilelang's caches (its disk entry and
-    the in-memory map), so that no later compile is served the faulty kernel."""
-    from tilelang.cache import _dispatch_map
-
-    from tilecore._bridge.cache import own_kernel_caches
-
-    if adapter.tilelang_cache_path:
-        shutil.rmtree(adapter.tilelang_cache_path, ignore_errors=True)
-    # tilelang's caches by execution-backend name, and tilecore's own when tilelang takes it from
-    # ExecutionBackendSpec(kernel_cache=...) instead (docs/upstream/adapter-factory.md).
-    for cache in {id(c): c for c in [*_dispatch_map.values(), *own_kernel_caches()]}.values():
-        with cache._lock:
-            for key, kernel in list(cache._memory_cache.items()):
-                if getattr(kernel, "adapter", None) is adapter:
-                    del cache._memory_cache[key]
-
-
-def make_adapter(
-    registry: Registry, target: ResolvedTarget, kernel: CompiledKernel, params: list[Any], host_source: str
-) -> TilecoreAdapter:
-    """Ask the target's backend for its adapter and put tilecore's argument checks in front of it."""
-    from tilecore.launch import Launcher
-
-    adapter = registry.call(target, "tilecore_create_adapter", kernel=kernel)
-    if adapter is None:
-        raise TilecoreError(f"target {target} ({target.owner}) has no tilecore_create_adapter hook implementation.")
-    return TilecoreAdapter(kernel, Launcher(kernel, adapter), params, host_source)
-
-
-def read_cached_text(source: Any) -> str:
-    """Text of tilelang's ``CachedTextSource`` (inline text or a file path) or of a plain string."""
-    if source is None or isinstance(source, str):
-        return source or ""
-    if getattr(source, "text", None) is not None:
-        return str(source.text)
-    path = getattr(source, "path", None)
-    if path and os.path.exists(path):
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    return ""
-
-
-def _owned(registry: Registry, jit_kernel: Any) -> ResolvedTarget:
-    target = resolve_tvm(registry, jit_kernel.target)
-    if target is None:  # the execution backend is tilecore's only for targets tilecore owns
-        raise TilecoreError(f"tilecore does not own target {jit_kernel.target}")
-    return target
-
-
-def adapter_from_artifact(registry: Registry, jit_kernel: Any, tilelang_func: Any, out_idx: Any, artifact: Any) -> TilecoreAdapter:
-    """The adapter of a kernel tilelang has just compiled for a backend-owned target."""
-    target = _owned(registry, jit_kernel)
-    params = tensor_params(artifact.params, tilelang_func)
-    kernel = CompiledKernel(
-        name=kernel_name(tilelang_func),
-        source=artifact.kernel_source,
-        params=params,
-        out_idx=output_indices(out_idx, len(params)),
-        target=target,
-        device_mod=artifact.device_mod,
-    )
-    return make_adapter(registry, target, kernel, artifact.params, str(artifact.host_mod))
-
-
-def adapter_from_database(
-    registry: Registry,
-    jit_kernel: Any,
-    params: Any,
-    result_idx: Any,
-    func_or_mod: Any,
-    host_kernel_source: Any,
-    device_kernel_source: Any,
-    kernel_lib_path: str,
-) -> TilecoreAdapter:
-    """The adapter of a backend-owned kernel tilelang loads from its disk cache."""
-    resolved = _owned(registry, jit_kernel)
-    registry.setup(resolved)
-    tparams = tensor_params(params, func_or_mod)
-    library = kernel_lib_path if kernel_lib_path and os.path.getsize(kernel_lib_path) > 0 else None
-    kernel = CompiledKernel(
-        name=kernel_name(func_or_mod),
-        source=read_cached_text(device_kernel_source),
-        params=tparams,
-        out_idx=output_indices(result_idx, len(tparams)),
-        target=resolved,
-        library_path=library,
-    )
-    adapter = make_adapter(registry, resolved, kernel, params, read_cached_text(host_kernel_source))
-    if kernel_lib_path:
-        adapter.tilelang_cache_path = os.path.dirname(kernel_lib_path)
-    return adapter
-
-
-def adapter_factory(registry: Registry) -> Callable[..., TilecoreAdapter]:
-    """``ExecutionBackendSpec(adapter_factory=...)`` for a tilelang with that field
-    (docs/upstream/adapter-factory.md): tilelang calls it after a compile (``artifact``)
-    and on a disk-cache hit (``params`` and the cached sources)."""
-
-    def factory(
-        *,
-        kernel: Any,
-        func: Any,
-        out_idx: Any,
-        artifact: Any = None,
-        params: Any = None,
-        host_kernel_source: Any = None,
-        device_kernel_source: Any = None,
-        kernel_lib_path: str = "",
-        **_compile_options: Any,  # pass_configs, compile_flags: already applied by tilelang's compile
-    ) -> TilecoreAdapter:
-        if artifact is not None:
-            return adapter_from_artifact(registry, kernel, func, out_idx, artifact)
-        return adapter_from_database(registry, kernel, params, out_idx, func, host_kernel_source, device_kernel_source, kernel_lib_path)
-
-    return factory
-
-
-def wrap_create_adapter_from_artifact(registry: Registry, original: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(original)
-    def create_adapter_from_artifact(
-        self: Any, tilelang_func: Any, out_idx: Any, artifact: Any, pass_configs: Any, compile_metadata: Any
-    ) -> Any:
-        if self.execution_backend != EXECUTION_BACKEND:
-            return original(self, tilelang_func, out_idx, artifact, pass_configs, compile_metadata)
-        return adapter_from_artifact(registry, self, tilelang_func, out_idx, artifact)
-
-    return create_adapter_from_artifact
-
-
-def wrap_create_adapter_from_database(registry: Registry, original: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(original)
-    def create_adapter_from_database(
-        self: Any,
-        params: Any,
-        result_idx: Any,
-        target: Any,
-        func_or_mod: Any,
-        host_kernel_source: Any,
-        device_kernel_source: Any,
-        kernel_lib_path: str,
-        pass_configs: Any = None,
-        compile_flags: Any = None,
-    ) -> Any:
-        if self.execution_backend != EXECUTION_BACKEND:
-            return original(
-                self,
-                params,
-                result_idx,
-                target,
-                func_or_mod,
-                host_kernel_source,
-                device_kernel_source,
-                kernel_lib_path,
-                pass_configs,
-                compile_flags,
-            )
-        return adapter_from_database(
-            registry, self, params, result_idx, func_or_mod, host_kernel_source, device_kernel_source, kernel_lib_path
-        )
-
-    return create_adapter_from_database
-
-
-def wrap_get_kernel_source(registry: Registry, original: Callable[..., str]) -> Callable[..., str]:
-    @functools.wraps(original)
-    def get_kernel_source(self: Any, kernel_only: bool = True) -> str:
-        if self.execution_backend == EXECUTION_BACKEND:
-            return str(self.adapter.get_kernel_source(kernel_only=kernel_only))
-        return original(self, kernel_only)
-
-    return get_kernel_source
-
-
-def wrap_get_host_source(registry: Registry, original: Callable[..., str]) -> Callable[..., str]:
-    @functools.wraps(original)
-    def get_host_source(self: Any) -> str:
-        if self.execution_backend == EXECUTION_BACKEND:
-            return str(self.adapter.get_host_source())
-        return original(self)
-
-    return get_host_source

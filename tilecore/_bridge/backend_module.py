@@ -12,17 +12,17 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tilecore._bridge import gate
-from tilecore._bridge.targets import TVM_KEY, resolve_tvm
+from tilecore._bridge.jit_kernel import adapter_factory
+from tilecore._bridge.kernel_cache import kernel_cache
+from tilecore._bridge.tvm_targets import EXECUTION_BACKEND, TVM_KEY, resolve_tvm
 from tilecore.errors import TilecoreError
 
 if TYPE_CHECKING:
     from tvm.target import Target
 
-    from tilecore.registry import Registry
+    from tilecore._registry import Registry
     from tilecore.targets import ResolvedTarget
 
-#: Name of the backend module and of its one execution backend.
-EXECUTION_BACKEND = "tilecore"
 #: TVM global that wraps source text into a ``runtime.Module`` (``inspect_source()`` gives it back).
 SOURCE_MODULE_GLOBAL = "runtime.SourceModuleCreate"
 
@@ -71,9 +71,6 @@ def build(registry: Registry) -> Any:
     own_adapters: dict[str, Any] = {}
     if gate.proposal_merged("adapter-factory.md"):
         # tilelang takes the adapter and the cache layout from the spec; nothing is patched for them.
-        from tilecore._bridge.adapter import adapter_factory
-        from tilecore._bridge.cache import kernel_cache
-
         own_adapters = {"adapter_factory": adapter_factory(registry), "kernel_cache": kernel_cache(registry)}
 
     return BackendModule(

@@ -8,13 +8,13 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from tilecore import compat
 from tilecore._bridge.seams import SEAMS, Seam
+from tilecore._registry import compat
 from tilecore._version import TILELANG_REQUIREMENT, tilelang_version_supported
 from tilecore.errors import IncompatibleBackendError, PluginValidationError, TilecoreError
 
 if TYPE_CHECKING:
-    from tilecore.registry import Backend
+    from tilecore._registry import Backend
 
 #: The plugin attribute naming the tilelang functions (and parameters) a backend's pipeline calls.
 SEAMS_ATTRIBUTE = "tilecore_tilelang_seams"
@@ -206,7 +206,7 @@ def check_backend_seams(plugin: object, *, who: str, distribution: str) -> None:
 
 
 def check_loading_backend(backend: Backend, plugin: object) -> None:
-    """:func:`check_backend_seams` as a registry load check (:meth:`tilecore.registry.Registry.add_load_check`)."""
+    """:func:`check_backend_seams` as a registry load check (:meth:`tilecore._registry.Registry.add_load_check`)."""
     check_backend_seams(plugin, who=backend.label, distribution=backend.distribution)
 
 

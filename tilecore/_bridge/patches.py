@@ -18,7 +18,7 @@ from tilecore._bridge.seams import SEAMS, Seam
 from tilecore.errors import TilecoreError
 
 if TYPE_CHECKING:
-    from tilecore.registry import Registry
+    from tilecore._registry import Registry
 
 _MISSING = object()
 _lock = threading.RLock()

@@ -10,15 +10,17 @@ included; other kernels get upstream's profiler unchanged.
 from __future__ import annotations
 
 import functools
+import statistics
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tilecore._bridge.adapter import tensor_params
-from tilecore._bridge.targets import REGISTRY_NAME, resolve_tvm
+from tilecore._bridge.convert import tensor_params
+from tilecore._bridge.tvm_targets import REGISTRY_NAME, resolve_tvm
 from tilecore.errors import TilecoreError
+from tilecore.kit.timing import wall_clock_bench
 
 if TYPE_CHECKING:
-    from tilecore.registry import Registry
+    from tilecore._registry import Registry
     from tilecore.targets import ResolvedTarget
 
 
@@ -32,7 +34,7 @@ def owned_target(registry: Registry, tvm_target: Any) -> ResolvedTarget | None:
 
 def supply_tensor(registry: Registry, target: ResolvedTarget, param: Any, supply: str) -> Any:
     """An input for a tilelang ``KernelParam``: the backend's ``tilecore_supply_tensor``, else the core's."""
-    from tilecore.supply import make_tensor
+    from tilecore.kit.supply import make_tensor
 
     tparam = tensor_params([param], None)[0]
     tensor = registry.call(target, "tilecore_supply_tensor", param=tparam, supply=supply)
@@ -53,7 +55,6 @@ def bench(
     return_mode: str,
 ) -> float | list[float]:
     """``do_bench``'s result with the backend's timer (``tilecore_bench``, else the core's loop)."""
-    from tilecore.supply import bench_samples, reduce_samples
 
     samples = bench_samples(registry, target, call, warmup=warmup, rep=rep, n_warmup=n_warmup, n_repeat=n_repeat, backend=backend)
     if isinstance(samples, list):
@@ -86,7 +87,7 @@ def profiler_class() -> type[Any]:
     """``TilecoreProfiler``: a subclass of ``tilelang.profiler.Profiler`` (made once, on first use)."""
     from tilelang.profiler import Profiler
 
-    from tilecore.launch import as_list
+    from tilecore._launch import as_list
 
     class TilecoreProfiler(Profiler):  # type: ignore[misc]  # tilelang ships no type information
         """tilelang's Profiler with supply, timing and checks routed to the target's backend."""
@@ -184,3 +185,37 @@ def wrap_get_profiler(registry: Registry, original: Callable[..., Any]) -> Calla
         return profiler.with_default_adapter(self.adapter)
 
     return get_profiler
+
+
+def bench_samples(
+    registry: Registry,
+    target: ResolvedTarget,
+    fn: Callable[[], Any],
+    *,
+    warmup: float,
+    rep: float,
+    n_warmup: int,
+    n_repeat: int,
+    backend: str,
+) -> float | list[float]:
+    """What ``profiler.do_bench`` times: the target's ``tilecore_bench`` hook, else :func:`wall_clock_bench`."""
+    result = registry.call(target, "tilecore_bench", fn=fn, warmup=warmup, rep=rep, n_warmup=n_warmup, n_repeat=n_repeat, backend=backend)
+    if result is None:
+        return wall_clock_bench(fn, warmup=warmup, rep=rep, n_warmup=n_warmup, n_repeat=n_repeat)
+    return result  # type: ignore[no-any-return]  # the hook contract: samples or one number
+
+
+def reduce_samples(samples: list[float], return_mode: str = "mean", quantiles: list[float] | None = None) -> float | list[float]:
+    """Reduce per-call timings like tilelang's ``do_bench`` does."""
+    if quantiles is not None:
+        ordered = sorted(samples)
+        return [ordered[min(len(ordered) - 1, int(q * len(ordered)))] for q in quantiles]
+    reducers: dict[str, Callable[[list[float]], float]] = {
+        "mean": statistics.fmean,
+        "median": statistics.median,
+        "min": min,
+        "max": max,
+    }
+    if return_mode not in reducers:
+        raise ValueError(f"return_mode must be one of {', '.join(reducers)}, got {return_mode!r}")
+    return reducers[return_mode](samples)

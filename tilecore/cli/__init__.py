@@ -35,7 +35,7 @@ SUBCOMMANDS: list[str] = [
     "tilecore.cli.list_cmd",
     "tilecore.cli.doctor",
     "tilecore.cli.new_backend",
-    "tilecore.remote.cli",
+    "tilecore.cli.cache_cmd",
 ]
 
 

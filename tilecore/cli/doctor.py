@@ -27,7 +27,7 @@ from typing import Any
 from tilecore.cli import Command
 
 #: Extra report sections, as ``"module:function"``; one line per section.
-DOCTOR_SECTIONS: list[str] = ["tilecore.cli.tilelang_check:doctor_section", "tilecore.remote.cli:doctor_section"]
+DOCTOR_SECTIONS: list[str] = ["tilecore.cli.tilelang_check:doctor_section", "tilecore.cli.cache_cmd:doctor_section"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +80,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tilecore._registry import Registry
     from tilecore.cli import envinfo, isolate, render, report
-    from tilecore.registry import Registry
 
     timeout = args.timeout if args.timeout is not None else isolate.timeout_from_env()
     data = report.loaded_report(Registry(), doctor=True, targets=list(args.target), timeout=timeout)

@@ -41,7 +41,7 @@ def compiler_version(path: str) -> str:
 
 def collect() -> dict[str, Any]:
     from tilecore.cli.report import version_of
-    from tilecore.paths import cache_root
+    from tilecore.kit.paths import cache_root
     from tilecore.remote import printable_env
 
     libc_name, libc_version = platform.libc_ver()

@@ -8,16 +8,12 @@ is reported with the file and line it hangs at; a crash is reported with its
 signal and, through :func:`faulthandler.enable`, its location.  Backends are
 loaded in parallel (a thread per child process; the work is in the children).
 
-Child protocol: ``python -m tilecore.cli.isolate --dump-at EPOCH --name N --distribution D
---value V [--doctor] [--target T ...]`` prints, as its last stdout line,
-:data:`MARKER` followed by the backend's JSON entry (see docs/user-guide.md,
-"JSON output").  ``--activation`` instead reports whether tilecore can be
-connected to the installed tilelang.
+The child side is :mod:`tilecore.cli.child` (``python -m tilecore.cli.child``); it
+prints, as its last stdout line, :data:`MARKER` followed by its JSON report.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -41,14 +37,11 @@ def timeout_from_env() -> float:
         return DEFAULT_TIMEOUT
 
 
-# -- parent side ----------------------------------------------------------------------------
-
-
 def run_child(args: Sequence[str], timeout: float, who: str, block_name: str) -> dict[str, Any]:
     """Run one child; return its report, or a ``failed`` entry naming the hang or crash."""
     # An absolute time: the child may spend a while importing tilecore before it can arm faulthandler.
     dump_at = time.time() + max(timeout * 0.8, 0.5)
-    command = [sys.executable, "-m", "tilecore.cli.isolate", "--dump-at", f"{dump_at:.3f}", *args]
+    command = [sys.executable, "-m", "tilecore.cli.child", "--dump-at", f"{dump_at:.3f}", *args]
     env = dict(os.environ, PYTHONFAULTHANDLER="1")
     fix = f"block it with TILECORE_PLUGINS=no:{block_name} and report it to the authors of its distribution"
     with subprocess.Popen(
@@ -115,46 +108,3 @@ def _innermost_frame(stderr: str) -> str | None:
     if match is None:
         return None
     return f"{match.group(1)}:{match.group(2)} in {match.group(3)}"
-
-
-# -- child side -----------------------------------------------------------------------------
-
-
-def _child(argv: Sequence[str]) -> int:
-    import faulthandler
-
-    parser = argparse.ArgumentParser(prog="tilecore.cli.isolate")
-    parser.add_argument("--dump-at", type=float, required=True, help="epoch seconds at which to dump every thread's stack")
-    parser.add_argument("--activation", action="store_true")
-    parser.add_argument("--name")
-    parser.add_argument("--distribution")
-    parser.add_argument("--value")
-    parser.add_argument("--doctor", action="store_true")
-    parser.add_argument("--target", action="append", default=[])
-    args = parser.parse_args(argv)
-    faulthandler.enable()
-    faulthandler.dump_traceback_later(max(args.dump_at - time.time(), 0.1), exit=False)
-    if args.activation:
-        report = _activation_report()
-    else:
-        from tilecore.cli.report import backend_entry_in_child
-
-        report = backend_entry_in_child(args.name, args.distribution, args.value, doctor=args.doctor, targets=args.target)
-    faulthandler.cancel_dump_traceback_later()
-    sys.stdout.write("\n" + MARKER + json.dumps(report, default=str) + "\n")
-    sys.stdout.flush()
-    return 0
-
-
-def _activation_report() -> dict[str, Any]:
-    import tilecore
-
-    try:
-        tilecore.activate()
-    except Exception as err:
-        return {"ok": False, "error": f"{type(err).__name__}: {err}"}
-    return {"ok": True, "error": None}
-
-
-if __name__ == "__main__":
-    sys.exit(_child(sys.argv[1:]))

@@ -30,8 +30,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tilecore._registry import Registry
     from tilecore.cli import isolate, render, report
-    from tilecore.registry import Registry
 
     registry = Registry()
     if args.load:

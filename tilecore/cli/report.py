@@ -10,10 +10,12 @@ from __future__ import annotations
 from importlib import metadata
 from typing import Any
 
+from tilecore._registry import Backend, Registry, State, probe
+from tilecore._registry.messages import example_text
+from tilecore._registry.options import bind_options, target_kind
 from tilecore._version import API_VERSION, __version__
 from tilecore.errors import TilecoreError, did_you_mean
-from tilecore.registry import Backend, Registry, State, example_text, probe
-from tilecore.targets import ResolvedTarget, TargetSpec, bind_options, target_kind
+from tilecore.targets import ResolvedTarget, TargetSpec
 
 SCHEMA_VERSION = 1
 
@@ -204,7 +206,7 @@ def check_target_args(registry: Registry, targets: list[str]) -> None:
         kind = target_kind(text)
         if kind is None or not kind:
             raise TilecoreError(f"--target {text!r} is not a target")
-        from tilecore.targets import split_target_string
+        from tilecore._registry.options import split_target_string
 
         split_target_string(text)  # malformed options fail here, with the reason
         if kind not in names and not legacy:

@@ -12,10 +12,9 @@ from typing import Any
 
 
 def doctor_section(context: Any) -> Any:
-    from tilecore import compat
+    from tilecore._registry import Registry, compat
     from tilecore._version import TILELANG_REQUIREMENT, tilelang_version_supported
     from tilecore.cli.doctor import Section
-    from tilecore.registry import Registry
 
     try:
         mode: str = compat.check_mode()

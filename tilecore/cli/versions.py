@@ -6,8 +6,8 @@ from tilecore._version import API_VERSION, __version__
 
 
 def print_versions(verbose: bool = False) -> int:
+    from tilecore._registry import Registry
     from tilecore.cli.report import version_of
-    from tilecore.registry import Registry
 
     print(f"tilecore {__version__} (plugin API {API_VERSION[0]}.{API_VERSION[1]})")
     print(f"tilelang {version_of('tilelang') or 'not installed'}")

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import tilecore
+from tilecore._registry import probe
 from tilecore.conformance.constructs import CONSTRUCTS
-from tilecore.registry import probe
 
 
 def test_declaration(tilecore_target_text: str) -> None:

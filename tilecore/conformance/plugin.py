@@ -64,7 +64,7 @@ class ConformanceState:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from tilecore.paths import private_tempdir
+    from tilecore.kit.paths import private_tempdir
 
     stack = contextlib.ExitStack()
     explicit = config.getoption("tilecore_cache_dir")
@@ -199,7 +199,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if missing:
         pytest.skip(f"unsupported: {', '.join(missing)} (declared in TargetSpec.unsupported of {target.name!r} by {target.owner})")
     if item.get_closest_marker("tilecore_device") is not None:
-        from tilecore.registry import probe
+        from tilecore._registry import probe
 
         availability = probe(target.spec)
         if not availability:
@@ -287,7 +287,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     for line in render_table(report).splitlines():
         terminalreporter.write_line(line)
     if state.json_path:
-        from tilecore.paths import atomic_write
+        from tilecore.kit.paths import atomic_write
 
         path = Path(state.json_path).expanduser().resolve()
         atomic_write(path, (json.dumps(report.as_dict(), indent=2) + "\n").encode())

@@ -14,8 +14,8 @@ import torch
 
 import tilecore
 from tilecore import CompiledKernel, KernelAdapter, ResolvedTarget, TargetSpec, TensorParam, Toolchain, hookimpl
-from tilecore.artifacts import ArtifactStore
-from tilecore.supply import make_tensor
+from tilecore.kit.artifacts import ArtifactStore
+from tilecore.kit.supply import make_tensor
 from tilelang_democpu import __version__, codegen, lowering, profiling, runtime, setup, target
 
 tilecore_api_version = "1.0"

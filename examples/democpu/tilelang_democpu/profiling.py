@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tilecore import TilecoreError
-from tilecore.supply import wall_clock_bench
+from tilecore.kit.timing import wall_clock_bench
 from tilelang_democpu import __version__
 
 #: tilelang's do_bench(backend=...) names this backend can honour: both mean host wall clock here.

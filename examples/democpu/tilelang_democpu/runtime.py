@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tilecore import CompiledKernel, ToolchainError
-from tilecore.artifacts import Artifact, ArtifactStore, KernelFaultError
+from tilecore.errors import KernelFaultError
+from tilecore.kit.artifacts import Artifact, ArtifactStore
 from tilecore.upstream import template_include_dir
 from tilelang_democpu import __version__
 

@@ -12,8 +12,8 @@ from tilelang_cuda.target import gpu_problem
 
 import tilecore
 from tilecore import SUPPLY_TYPES
+from tilecore._registry import probe
 from tilecore.kernel import TensorParam
-from tilecore.registry import probe
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(gpu_problem() is not None, reason=f"needs an NVIDIA GPU: {gpu_problem()}")]
 

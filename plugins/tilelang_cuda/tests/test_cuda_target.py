@@ -18,9 +18,9 @@ from tvm.target import Target
 
 import tilecore
 from tilecore import TargetOptionError, TilecoreError, ToolchainError
+from tilecore._registry import probe
 from tilecore.kernel import TensorParam
-from tilecore.registry import probe
-from tilecore.supply import timing_method
+from tilecore.kit.timing import timing_method
 
 GPU_PROBLEM = gpu_problem()
 needs_nvcc = pytest.mark.skipif(setup.locate_nvcc() is None, reason="needs nvcc (CUDA toolkit)")

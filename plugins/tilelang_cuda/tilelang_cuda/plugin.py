@@ -64,7 +64,7 @@ def _require_gpu(resolved: ResolvedTarget, action: str) -> None:
 
 @hookimpl
 def tilecore_supply_tensor(target: ResolvedTarget, param: TensorParam, supply: str) -> torch.Tensor:
-    from tilecore.supply import make_tensor  # here: torch is imported only where tensors are made
+    from tilecore.kit.supply import make_tensor  # here: torch is imported only where tensors are made
 
     _require_gpu(target, "make input tensors")
     return make_tensor(param, supply, target.device)

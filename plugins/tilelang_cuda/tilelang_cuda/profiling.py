@@ -5,9 +5,9 @@ The algorithm is upstream's ``tilelang.profiler.do_bench`` ("event" backend,
 int32 buffer zeroed before each call to evict L2, a five-call estimate that
 turns the ``warmup``/``rep`` millisecond budgets into counts, then one pair of
 CUDA events around each timed call.  The loop is tilecore's
-(:func:`tilecore.supply.timed_samples`, shared by every backend) with CUDA
+(:func:`tilecore.kit.timing.timed_samples`, shared by every backend) with CUDA
 events and the flush; it returns every sample, so tilecore applies the
-caller's ``return_mode``/``quantiles``.  :func:`tilecore.supply.timing_method`
+caller's ``return_mode``/``quantiles``.  :func:`tilecore.kit.timing.timing_method`
 validates ``backend``.
 
 ``profiler.do_bench(backend="cudagraph")`` captures the repeats in a CUDA
@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from tilecore import ResolvedTarget
-from tilecore.supply import timed_samples, timing_method
+from tilecore.kit.timing import timed_samples, timing_method
 
 ENV_METHOD = "TILELANG_CUDA_BENCH"
 METHODS = ("event", "cudagraph")

@@ -40,7 +40,7 @@ def tilecore_setup(target: ResolvedTarget) -> Toolchain:
 
 @hookimpl
 def tilecore_supply_tensor(target: ResolvedTarget, param: TensorParam, supply: str) -> torch.Tensor:
-    from tilecore.supply import make_tensor  # here: torch is imported only where tensors are made
+    from tilecore.kit.supply import make_tensor  # here: torch is imported only where tensors are made
 
     return make_tensor(param, supply, runtime.require_device(target))
 

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from tilecore import ResolvedTarget
-from tilecore.supply import timed_samples, timing_method
+from tilecore.kit.timing import timed_samples, timing_method
 from tilelang_hip import runtime
 
 MIB = 1 << 20
@@ -52,7 +52,7 @@ def event_bench(
 ) -> list[float]:
     """Milliseconds of each timed call of ``fn`` on ``device``, measured with device events.
 
-    tilecore's timing loop (:func:`tilecore.supply.timed_samples`, tilelang's
+    tilecore's timing loop (:func:`tilecore.kit.timing.timed_samples`, tilelang's
     ``do_bench`` budgets) with HIP events on the device's current stream and a
     cache flush before every call.  Works on any device torch drives through
     ``torch.cuda`` (HIP on ROCm builds); callers check the vendor.

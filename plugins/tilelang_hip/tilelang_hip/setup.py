@@ -166,7 +166,7 @@ def upstream_backend() -> Any:
     release moves or renames it (instead of "No backend registered for target kind" at compile)."""
     from tilelang.backend import list_backends
 
-    from tilecore._version import TILELANG_REQUIREMENT
+    from tilecore.upstream import TILELANG_REQUIREMENT
 
     backends = list_backends()
     found = backends.get(UPSTREAM_BACKEND)

@@ -1,7 +1,7 @@
 """Fixtures of the tilelang-tpu tests.
 
 Every test gets its own tilelang and tilecore cache directories
-(``tilecore.testing.tilecore_isolated_caches``, from the repository's root conftest).  The SophGo
+(``tilecore.kit.testing.tilecore_isolated_caches``, from the repository's root conftest).  The SophGo
 toolchain, however, is found the way users find it: ``$PPL_PROJECT_ROOT``, an
 installed ``tpu_mlir``, or ``tilelang-tpu toolchain install``.  The install
 location is computed *before* the cache isolation and handed to the tests

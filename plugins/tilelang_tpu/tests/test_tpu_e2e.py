@@ -16,7 +16,7 @@ import torch
 from tilelang_tpu import emulator, profiling, runtime, setup
 
 from tilecore import TilecoreError
-from tilecore.artifacts import KernelFaultError
+from tilecore.errors import KernelFaultError
 
 pytest.importorskip("tilelang_tpu.codegen", reason="the tpu codegen (tilelang_tpu/codegen.py) is not present")
 

@@ -22,7 +22,7 @@ from tilelang_tpu.target import PCIE_UNSUPPORTED
 
 import tilecore
 from tilecore import CompiledKernel, KernelArgumentError, TensorParam, TilecoreError, ToolchainError
-from tilecore.launch import Launcher
+from tilecore._launch import Launcher
 
 F32 = torch.float32
 F16 = torch.float16
@@ -162,7 +162,7 @@ _CHILD = textwrap.dedent(
     import json, os, sys, torch, tilecore
     from pathlib import Path
     from tilecore import CompiledKernel, TensorParam
-    from tilecore.launch import Launcher
+    from tilecore._launch import Launcher
     from tilelang_tpu import runtime, setup
     source = Path(sys.argv[1]).read_text()
     target = tilecore.resolve_target("tpu")

@@ -36,7 +36,7 @@ from typing import Any
 import filelock
 
 from tilecore import ToolchainError
-from tilecore.paths import private_tempdir, publish_dir
+from tilecore.kit.paths import private_tempdir, publish_dir
 from tilelang_tpu import __version__
 from tilelang_tpu.setup import (
     INSTALL_COMMAND,

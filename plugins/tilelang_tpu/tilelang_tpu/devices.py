@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from tilecore import TensorParam, ToolchainError
-from tilecore.supply import make_tensor
+from tilecore.kit.supply import make_tensor
 from tilelang_tpu.target import owner
 
 IMPORT_NAME = "torch_tpu"

@@ -33,7 +33,7 @@ import threading
 from pathlib import Path
 
 from tilecore import TilecoreError
-from tilecore.paths import UNIX_SOCKET_PATH_MAX, socket_scratch_parent
+from tilecore.kit.paths import UNIX_SOCKET_PATH_MAX, socket_scratch_parent
 
 #: Spelled as SophGo's emulator spells it ("SCALAER").
 WORKDIR_ENV = "TPU_SCALAER_EMULATOR_WORKDIR"

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from tilecore.supply import wall_clock_bench
+from tilecore.kit.timing import wall_clock_bench
 
 logger = logging.getLogger("tilelang_tpu")
 

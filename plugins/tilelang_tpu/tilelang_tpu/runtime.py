@@ -9,13 +9,13 @@ source, chip, mode, toolchain version and plugin version, and published with one
 rename so concurrent processes never see half a build.
 
 Reuse: the library is verified against the SHA-256 recorded when it was built
-(:mod:`tilecore.artifacts`) and rebuilt if it does not match.
+(:mod:`tilecore.kit.artifacts`) and rebuilt if it does not match.
 
 Launch: in emulator worker processes (:mod:`tilelang_tpu.worker`, see there
 for why), one for every BM1690 library and one per BM1684X library, stopped
 after :func:`idle_timeout` seconds without a launch.  A fault the emulator
 reports (on its output, as ``has error``, while every call returns 0) or a
-worker that dies becomes :class:`tilecore.artifacts.KernelFaultError` naming the
+worker that dies becomes :class:`tilecore.errors.KernelFaultError` naming the
 target and the kernel; the library is then dropped from the cache.
 """
 
@@ -42,9 +42,10 @@ from typing import IO, Any
 import torch
 
 from tilecore import CompiledKernel, TilecoreError, ToolchainError
-from tilecore.artifacts import Artifact, ArtifactStore, KernelFaultError
-from tilecore.host_compiler import find_host_compiler
-from tilecore.paths import cache_dir
+from tilecore.errors import KernelFaultError
+from tilecore.kit.artifacts import Artifact, ArtifactStore
+from tilecore.kit.host_compiler import find_host_compiler
+from tilecore.kit.paths import cache_dir
 from tilelang_tpu import __version__, abi, emulator
 from tilelang_tpu.grid import launch_cores
 from tilelang_tpu.setup import TpuToolchain

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tilecore import Toolchain, ToolchainError
-from tilecore.paths import cache_root
+from tilecore.kit.paths import cache_root
 from tilelang_tpu.chips import CHIPS, DIST, FALLBACK_CHIP_CODES, TARGET_NAME, owner
 
 logger = logging.getLogger("tilelang_tpu")

@@ -16,7 +16,7 @@ from tilecore.errors import TargetOptionError
 if TYPE_CHECKING:
     from tvm.target import Target
 
-    from tilecore.registry import Registry
+    from tilecore._registry import Registry
     from tilecore.targets import ResolvedTarget
 
 #: Key that marks a TVM ``ext_dev`` target as owned by a tilecore backend.
@@ -164,3 +164,7 @@ def register_detector(registry: Registry, _original: object = None) -> None:
     from tilelang.backend import register_target_detector
 
     register_target_detector(REGISTRY_NAME, detector(registry), override=True)
+
+
+#: Name of the backend module and of its one execution backend.
+EXECUTION_BACKEND = "tilecore"

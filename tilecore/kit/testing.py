@@ -6,7 +6,7 @@ reads (or pollutes) the user's caches and a "cache hit" in a test is one the
 test produced.  Import the fixture into a ``conftest.py`` to use it for every
 test below that folder::
 
-    from tilecore.testing import tilecore_isolated_caches  # noqa: F401  (autouse fixture)
+    from tilecore.kit.testing import tilecore_isolated_caches  # noqa: F401  (autouse fixture)
 
 A backend that keeps a downloaded toolchain under tilecore's cache computes
 that location *before* the isolation (at conftest import) and hands it to its

@@ -37,7 +37,7 @@ def human(size: int | None) -> str:
 
 def local_dir() -> Path:
     """Where tilelang keeps this environment's kernel entries (asked of the bridge)."""
-    from tilecore._bridge.cache import local_cache_dir
+    from tilecore._bridge import local_cache_dir
 
     return Path(local_cache_dir())
 

@@ -126,3 +126,16 @@ def as_list(outputs: torch.Tensor | Sequence[torch.Tensor] | None) -> list[torch
     if isinstance(outputs, torch.Tensor):
         return [outputs]
     return list(outputs)
+
+
+def output_indices(out_idx: int | Sequence[int] | None, n_params: int) -> tuple[int, ...]:
+    """Normalise tilelang's ``out_idx`` (int, list, negatives) into sorted positive indices."""
+    if out_idx is None:
+        return ()
+    items = [out_idx] if isinstance(out_idx, int) else list(out_idx)
+    result = []
+    for idx in items:
+        if not -n_params <= idx < n_params:
+            raise ValueError(f"out_idx {idx} is out of range for a kernel with {n_params} parameters")
+        result.append(idx % n_params)
+    return tuple(sorted(set(result)))

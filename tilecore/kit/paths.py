@@ -6,7 +6,7 @@ directory or stays in a shared temporary directory: build products live under
 "tilecore", i.e. ``$XDG_CACHE_HOME/tilecore`` or ``~/.cache/tilecore`` on
 Linux), one folder per backend, and are published with an atomic rename so
 concurrent processes see either nothing or a whole file.  Verified reuse of
-build products is :mod:`tilecore.artifacts`.
+build products is :mod:`tilecore.kit.artifacts`.
 
 Unix-domain sockets have a short path limit (``sun_path``: 108 bytes on Linux,
 104 on macOS, including the NUL), which a long ``$TMPDIR`` (pytest's

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tilecore._bridge.adapter import kernel_name
+from tilecore._bridge.convert import kernel_name
 
 
 class PrimFuncKernel:

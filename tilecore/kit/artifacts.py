@@ -39,10 +39,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tilecore.errors import TilecoreError
-from tilecore.paths import atomic_write, cache_dir
+from tilecore.errors import KernelFaultError, TilecoreError
+from tilecore.kit.paths import atomic_write, cache_dir
 
-logger = logging.getLogger("tilecore.artifacts")
+logger = logging.getLogger("tilecore.kit.artifacts")
 
 #: The record written next to every artifact at build time.
 RECORD = "artifact.json"
@@ -54,16 +54,6 @@ _CHUNK = 1 << 20
 
 class ArtifactError(TilecoreError):
     """A cached build product could not be built, verified or locked."""
-
-
-class KernelFaultError(TilecoreError):
-    """A kernel faulted while running (the device or emulator reported an error).
-
-    Backends raise it (naming the target and the kernel) when their runtime
-    reports a fault, after :meth:`ArtifactStore.discard`-ing the kernel's build
-    products; tilecore then removes the kernel from tilelang's caches, so a
-    kernel that faulted is never served from a cache.
-    """
 
 
 def file_digest(path: Path) -> str:

@@ -1,118 +1,28 @@
-"""tilelang's kernel disk cache for tilecore targets: entry layout, key salt, extra tiers.
+"""Further cache tiers behind tilelang's local disk cache (e.g. a remote store shared by a fleet).
 
-* ``tilelang.cache._dispatch_map["tilecore"]``: the cache layout of backend-owned
-  kernels (source, params and the library the adapter published).  Without an
-  entry tilelang refuses the execution backend before compiling.
-* ``KernelCache._generate_key``: mixes the backend's distribution, version and
-  toolchain fingerprint into the key of every tilecore target (delegated ones
-  included), so a new backend or compiler never serves a stale binary; for an
-  editable install also a fingerprint of its sources (:mod:`tilecore.source_fingerprint`).
-* ``KernelCache._load_kernel_from_disk`` / ``_save_kernel_to_disk``: the place
-  for further cache tiers (:class:`CacheTier`, :func:`add_tier`): on a local miss
-  each tier may install the entry into the local cache directory, after a local
-  save each tier may publish it.  With no tier added both wrappers only call the
-  original.
+``KernelCache._load_kernel_from_disk`` / ``_save_kernel_to_disk`` (or ``register_cache_tier``
+where tilelang has it): on a local miss each tier (:class:`CacheTier`, :func:`add_tier`) may
+install the entry into the local cache directory, after a local save each tier may publish
+it.  With no tier added both wrappers only call the original.  This module knows no
+particular tier: activation adds the remote one.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 import os
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tilecore._bridge.backend_module import EXECUTION_BACKEND
-from tilecore._bridge.targets import resolve_tvm
+from tilecore._bridge.tvm_targets import resolve_tvm
 from tilecore.errors import TilecoreError
 
 if TYPE_CHECKING:
-    from tilecore.registry import Registry
+    from tilecore._registry import Registry
 
 logger = logging.getLogger("tilecore")
-
-
-def cache_salt(registry: Registry, tvm_target: Any) -> str | None:
-    """Backend identity mixed into tilelang's cache key: distribution, version and toolchain fingerprint."""
-    if tvm_target is None or isinstance(tvm_target, str):
-        return None
-    try:
-        target = resolve_tvm(registry, tvm_target)
-    except TilecoreError:
-        return None
-    if target is None:
-        return None
-    toolchain = registry.setup(target)
-    fingerprint = toolchain.fingerprint if toolchain is not None else ""
-    salt = f"tilecore:{target.distribution}=={target.version};{target};{fingerprint}"
-    # An editable install changes without a new version: key on its sources too.
-    from tilecore.source_fingerprint import editable_source_fingerprint  # here: not on the activation path
-
-    editable = [editable_source_fingerprint(name) for name in (target.distribution, "tilecore")]
-    return ";".join([salt, *filter(None, editable)])
-
-
-def wrap_generate_key(registry: Registry, original: Callable[..., str]) -> Callable[..., str]:
-    @functools.wraps(original)
-    def generate_key(self: Any, *args: Any, **kwargs: Any) -> str:
-        key = original(self, *args, **kwargs)
-        salt = cache_salt(registry, kwargs.get("target"))
-        if salt is None:
-            return key
-        return hashlib.sha256(f"{key}|{salt}".encode()).hexdigest()
-
-    return generate_key
-
-
-def register_salt(registry: Registry) -> Callable[[], None]:
-    """The public path (tilelang with ``register_cache_key_salt``, docs/upstream/cache-key-salt.md)."""
-    from tilelang.cache.kernel_cache import register_cache_key_salt, unregister_cache_key_salt
-
-    register_cache_key_salt("tilecore", lambda target: cache_salt(registry, target), override=True)
-    return lambda: unregister_cache_key_salt("tilecore")
-
-
-_own_caches: list[Any] = []
-
-
-def own_kernel_caches() -> tuple[Any, ...]:
-    """The ``KernelCache`` instances :func:`kernel_cache` made (for evicting a faulted kernel)."""
-    return tuple(_own_caches)
-
-
-def kernel_cache(registry: Registry, _original: object = None) -> Any:
-    """The ``KernelCache`` instance for the ``tilecore`` execution backend."""
-    from tilelang.cache.kernel_cache import KernelCache
-
-    class TilecoreKernelCache(KernelCache):  # type: ignore[misc]  # tilelang ships no type information
-        """Disk-cache layout of backend-owned kernels: source, params and the adapter's library."""
-
-        execution_backend = EXECUTION_BACKEND
-        device_kernel_path = "device_kernel.src"
-        host_kernel_path = "host_kernel.src"
-        kernel_lib_path = "kernel_lib.bin"
-
-        def _save_so_cubin_to_disk(self, kernel: Any, cache_path: str, verbose: bool = False) -> None:
-            src = getattr(kernel.adapter, "libpath", None)
-            data = KernelCache._load_binary(src) if src else b""
-            KernelCache._safe_write_file(os.path.join(cache_path, self.kernel_lib_path), "wb", lambda f: f.write(data))
-
-        def _set_adapter_cache_path(self, kernel: Any, cache_path: str) -> None:
-            from tilecore._bridge.adapter import TilecoreAdapter
-
-            if isinstance(kernel.adapter, TilecoreAdapter):
-                kernel.adapter.tilelang_cache_path = cache_path
-
-    cache = TilecoreKernelCache()
-    _own_caches[:] = [cache]  # the one in use: each install makes a new one
-    return cache
-
-
-# ----------------------------------------------------------------------------------------
-# Further cache tiers (e.g. a remote store shared by a fleet)
-# ----------------------------------------------------------------------------------------
 
 
 class TierContext:
@@ -159,6 +69,8 @@ class CacheTier(Protocol):
 
 
 _tiers: list[CacheTier] = []
+
+
 _tiers_lock = threading.Lock()
 
 
@@ -177,13 +89,6 @@ def remove_tier(tier: CacheTier) -> None:
 
 def tiers() -> tuple[CacheTier, ...]:
     return tuple(_tiers)
-
-
-def local_cache_dir() -> str:
-    """The directory holding tilelang's kernel-cache entries (one sub-directory per key)."""
-    from tilelang.cache.kernel_cache import KernelCache
-
-    return str(KernelCache._get_cache_root())
 
 
 def fetch_from_tiers(registry: Registry, cache: Any, tvm_target: Any, key: str, cache_path: str) -> bool:
@@ -208,16 +113,7 @@ def publish_to_tiers(registry: Registry, cache: Any, tvm_target: Any, key: str, 
             logger.warning("tilecore: cache tier %r failed to publish %s: %s", tier, key, err)
 
 
-def _add_remote_tier() -> None:
-    # The remote tier (tilecore.remote) is always registered; it is a no-op unless a URL is configured.
-    from tilecore._bridge.remote_tier import RemoteCacheTier
-
-    add_tier(RemoteCacheTier())
-
-
 def wrap_load_kernel_from_disk(registry: Registry, original: Callable[..., Any]) -> Callable[..., Any]:
-    _add_remote_tier()
-
     @functools.wraps(original)
     def load_kernel_from_disk(self: Any, key: str, *args: Any, **kwargs: Any) -> Any:
         kernel = original(self, key, *args, **kwargs)
@@ -262,7 +158,6 @@ def register_tiers(registry: Registry) -> Callable[[], None]:
     """The public path (tilelang with ``register_cache_tier``, docs/upstream/cache-tiers.md)."""
     from tilelang.cache.kernel_cache import register_cache_tier, unregister_cache_tier
 
-    _add_remote_tier()
     tier = _TilecoreTiers(registry)
     register_cache_tier(tier)
     return lambda: unregister_cache_tier(tier)

@@ -1,0 +1,179 @@
+"""The JITKernel seams: creating a backend-owned kernel's adapter after a compile and from the disk cache.
+
+tilelang picks a kernel adapter with a hard-coded if-chain over its own execution
+backends (after a compile and on a disk-cache hit) and reads kernel sources through an
+allow-list of adapter names.  The wrappers here take the ``tilecore`` execution backend
+out of those chains and fall through to the original for every other kernel; where
+tilelang has ``ExecutionBackendSpec(adapter_factory=...)``, :func:`adapter_factory` is
+the same path without a patch.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from tilecore._bridge.adapter import TilecoreAdapter
+from tilecore._bridge.convert import kernel_name, read_cached_text, tensor_params
+from tilecore._bridge.kernel_cache import evict_faulted_kernel
+from tilecore._bridge.tvm_targets import EXECUTION_BACKEND, resolve_tvm
+from tilecore._launch import Launcher, output_indices
+from tilecore.errors import TilecoreError
+from tilecore.kernel import CompiledKernel
+
+if TYPE_CHECKING:
+    from tilecore._registry import Registry
+    from tilecore.targets import ResolvedTarget
+
+
+def make_adapter(
+    registry: Registry, target: ResolvedTarget, kernel: CompiledKernel, params: list[Any], host_source: str
+) -> TilecoreAdapter:
+    """Ask the target's backend for its adapter and put tilecore's argument checks in front of it."""
+    adapter = registry.call(target, "tilecore_create_adapter", kernel=kernel)
+    if adapter is None:
+        raise TilecoreError(f"target {target} ({target.owner}) has no tilecore_create_adapter hook implementation.")
+    return TilecoreAdapter(kernel, Launcher(kernel, adapter), params, host_source, on_fault=evict_faulted_kernel)
+
+
+def _owned(registry: Registry, jit_kernel: Any) -> ResolvedTarget:
+    target = resolve_tvm(registry, jit_kernel.target)
+    if target is None:  # the execution backend is tilecore's only for targets tilecore owns
+        raise TilecoreError(f"tilecore does not own target {jit_kernel.target}")
+    return target
+
+
+def adapter_from_artifact(registry: Registry, jit_kernel: Any, tilelang_func: Any, out_idx: Any, artifact: Any) -> TilecoreAdapter:
+    """The adapter of a kernel tilelang has just compiled for a backend-owned target."""
+    target = _owned(registry, jit_kernel)
+    params = tensor_params(artifact.params, tilelang_func)
+    kernel = CompiledKernel(
+        name=kernel_name(tilelang_func),
+        source=artifact.kernel_source,
+        params=params,
+        out_idx=output_indices(out_idx, len(params)),
+        target=target,
+        device_mod=artifact.device_mod,
+    )
+    return make_adapter(registry, target, kernel, artifact.params, str(artifact.host_mod))
+
+
+def adapter_from_database(
+    registry: Registry,
+    jit_kernel: Any,
+    params: Any,
+    result_idx: Any,
+    func_or_mod: Any,
+    host_kernel_source: Any,
+    device_kernel_source: Any,
+    kernel_lib_path: str,
+) -> TilecoreAdapter:
+    """The adapter of a backend-owned kernel tilelang loads from its disk cache."""
+    resolved = _owned(registry, jit_kernel)
+    registry.setup(resolved)
+    tparams = tensor_params(params, func_or_mod)
+    library = kernel_lib_path if kernel_lib_path and os.path.getsize(kernel_lib_path) > 0 else None
+    kernel = CompiledKernel(
+        name=kernel_name(func_or_mod),
+        source=read_cached_text(device_kernel_source),
+        params=tparams,
+        out_idx=output_indices(result_idx, len(tparams)),
+        target=resolved,
+        library_path=library,
+    )
+    adapter = make_adapter(registry, resolved, kernel, params, read_cached_text(host_kernel_source))
+    if kernel_lib_path:
+        adapter.tilelang_cache_path = os.path.dirname(kernel_lib_path)
+    return adapter
+
+
+def adapter_factory(registry: Registry) -> Callable[..., TilecoreAdapter]:
+    """``ExecutionBackendSpec(adapter_factory=...)`` for a tilelang with that field
+    (docs/upstream/adapter-factory.md): tilelang calls it after a compile (``artifact``)
+    and on a disk-cache hit (``params`` and the cached sources)."""
+
+    def factory(
+        *,
+        kernel: Any,
+        func: Any,
+        out_idx: Any,
+        artifact: Any = None,
+        params: Any = None,
+        host_kernel_source: Any = None,
+        device_kernel_source: Any = None,
+        kernel_lib_path: str = "",
+        **_compile_options: Any,  # pass_configs, compile_flags: already applied by tilelang's compile
+    ) -> TilecoreAdapter:
+        if artifact is not None:
+            return adapter_from_artifact(registry, kernel, func, out_idx, artifact)
+        return adapter_from_database(registry, kernel, params, out_idx, func, host_kernel_source, device_kernel_source, kernel_lib_path)
+
+    return factory
+
+
+def wrap_create_adapter_from_artifact(registry: Registry, original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def create_adapter_from_artifact(
+        self: Any, tilelang_func: Any, out_idx: Any, artifact: Any, pass_configs: Any, compile_metadata: Any
+    ) -> Any:
+        if self.execution_backend != EXECUTION_BACKEND:
+            return original(self, tilelang_func, out_idx, artifact, pass_configs, compile_metadata)
+        return adapter_from_artifact(registry, self, tilelang_func, out_idx, artifact)
+
+    return create_adapter_from_artifact
+
+
+def wrap_create_adapter_from_database(registry: Registry, original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def create_adapter_from_database(
+        self: Any,
+        params: Any,
+        result_idx: Any,
+        target: Any,
+        func_or_mod: Any,
+        host_kernel_source: Any,
+        device_kernel_source: Any,
+        kernel_lib_path: str,
+        pass_configs: Any = None,
+        compile_flags: Any = None,
+    ) -> Any:
+        if self.execution_backend != EXECUTION_BACKEND:
+            return original(
+                self,
+                params,
+                result_idx,
+                target,
+                func_or_mod,
+                host_kernel_source,
+                device_kernel_source,
+                kernel_lib_path,
+                pass_configs,
+                compile_flags,
+            )
+        return adapter_from_database(
+            registry, self, params, result_idx, func_or_mod, host_kernel_source, device_kernel_source, kernel_lib_path
+        )
+
+    return create_adapter_from_database
+
+
+def wrap_get_kernel_source(registry: Registry, original: Callable[..., str]) -> Callable[..., str]:
+    @functools.wraps(original)
+    def get_kernel_source(self: Any, kernel_only: bool = True) -> str:
+        if self.execution_backend == EXECUTION_BACKEND:
+            return str(self.adapter.get_kernel_source(kernel_only=kernel_only))
+        return original(self, kernel_only)
+
+    return get_kernel_source
+
+
+def wrap_get_host_source(registry: Registry, original: Callable[..., str]) -> Callable[..., str]:
+    @functools.wraps(original)
+    def get_host_source(self: Any) -> str:
+        if self.execution_backend == EXECUTION_BACKEND:
+            return str(self.adapter.get_host_source())
+        return original(self)
+
+    return get_host_source

@@ -1,0 +1,157 @@
+"""Hook dispatch: calling one backend's hooks, checking what they return, caching setup.
+
+Hooks are called through pluggy's subset callers, so a backend's hook runs for its own
+targets only (plus wrapper plugins).  Every value a hook returns is checked against
+:data:`RETURNS` at this boundary; an exception that is not a :class:`TilecoreError` becomes
+a :class:`BackendLoadError` naming the backend and hook; one that is gets the backend as its
+owner.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+from tilecore import hookspecs
+from tilecore._registry import messages
+from tilecore.errors import TilecoreError
+from tilecore.kernel import KernelAdapter, Toolchain
+from tilecore.targets import ResolvedTarget, TargetSpec
+
+if TYPE_CHECKING:
+    from tilecore._registry.records import Backend, BackendTable
+
+
+@dataclass(frozen=True, slots=True)
+class ReturnContract:
+    """What a hook may return; ``None`` ("no answer") is always allowed for firstresult hooks."""
+
+    expected: str
+    check: Callable[[object], bool]
+
+
+def _is_spec_list(value: object) -> bool:
+    return isinstance(value, (list, tuple)) and all(isinstance(item, TargetSpec) for item in value)
+
+
+def _is_instance_of_loaded(module: str, attribute: str) -> Callable[[object], bool]:
+    """``isinstance`` against a class of a module that is already imported (never imports it:
+    a value of that type cannot exist unless its module is loaded)."""
+
+    def check(value: object) -> bool:
+        owner = sys.modules.get(module)
+        cls = getattr(owner, attribute, None) if owner is not None else None
+        return cls is not None and isinstance(value, cls)
+
+    return check
+
+
+def _is_milliseconds(value: object) -> bool:
+    def number(item: object) -> bool:
+        return isinstance(item, (int, float)) and not isinstance(item, bool)
+
+    if isinstance(value, list):
+        return bool(value) and all(number(item) for item in value)
+    return number(value)
+
+
+RETURNS: Mapping[str, ReturnContract] = {
+    "tilecore_declare_targets": ReturnContract("a list of tilecore.TargetSpec (an empty list for no targets)", _is_spec_list),
+    "tilecore_setup": ReturnContract("a tilecore.Toolchain or None", lambda v: isinstance(v, Toolchain)),
+    "tilecore_lower": ReturnContract("a tvm.IRModule", _is_instance_of_loaded("tvm", "IRModule")),
+    "tilecore_codegen": ReturnContract("a str (the kernel source text)", lambda v: isinstance(v, str)),
+    "tilecore_create_adapter": ReturnContract(
+        "a tilecore.KernelAdapter (a callable with a library_path attribute)", lambda v: isinstance(v, KernelAdapter)
+    ),
+    "tilecore_supply_tensor": ReturnContract("a torch.Tensor or None", _is_instance_of_loaded("torch", "Tensor")),
+    "tilecore_bench": ReturnContract("milliseconds: a float, a non-empty list of floats, or None", _is_milliseconds),
+    "tilecore_doctor_target": ReturnContract("a target string or None", lambda v: isinstance(v, str)),
+}
+
+
+def check_return(backend: Backend, hook: str, value: object) -> None:
+    """Raise :class:`HookReturnError` unless ``value`` satisfies ``hook``'s return contract."""
+    contract = RETURNS.get(hook)
+    if contract is None or contract.check(value):
+        return
+    raise messages.wrong_return(backend, hook, value, contract.expected)
+
+
+def with_owner(err: TilecoreError, backend: Backend) -> TilecoreError:
+    """``err`` itself when it names the backend's distribution, else the same error class with the
+    "backend 'x' (dist version)" prefix the core owns (every user-facing error names it)."""
+    if backend.distribution in str(err):
+        return err
+    try:
+        renamed = type(err)(f"{backend.label}: {err}")
+    except Exception:  # a subclass with another constructor: keep the original
+        return err
+    renamed.fix = err.fix
+    return renamed
+
+
+class Dispatcher:
+    """Calls the hooks of the backends in one :class:`BackendTable`; caches each target's setup."""
+
+    def __init__(self, table: BackendTable, pm: pluggy.PluginManager) -> None:
+        self.table = table
+        self.pm = pm
+        self.setups: dict[ResolvedTarget, Toolchain] = {}
+
+    def _caller(self, backend: Backend, hook: str) -> Any:
+        key = (id(backend), hook)
+        caller = self.table.callers.get(key)
+        if caller is None:
+            # Leave out every other backend, whether it declares targets or not; wrappers stay in every call.
+            others = [b.plugin for b in self.table.entries if b is not backend and b.plugin is not None and b.role != hookspecs.WRAPPER]
+            caller = self.pm.subset_hook_caller(hook, others)
+            self.table.callers[key] = caller
+        return caller
+
+    def call(self, target: ResolvedTarget, hook: str, **kwargs: Any) -> Any:
+        """Call ``hook`` on the backend owning ``target`` (and wrapper plugins); check the result."""
+        __tracebackhide__ = True
+        backend = self.table.backend_of(target)
+        try:
+            result = self._caller(backend, hook)(target=target, **kwargs)
+        except TilecoreError as err:
+            raise with_owner(err, backend) from err.__cause__
+        except Exception as err:
+            raise messages.hook_raised(backend, hook, f"target {target}", err) from err
+        if result is not None:
+            check_return(backend, hook, result)
+        return result
+
+    def doctor_target(self, backend: Backend, spec: TargetSpec) -> str | None:
+        """The backend's suggestion of explicit options for ``doctor`` (hook ``tilecore_doctor_target``)."""
+        hook = "tilecore_doctor_target"
+        try:
+            result = self._caller(backend, hook)(spec=spec)
+        except TilecoreError:
+            raise
+        except Exception as err:
+            raise messages.hook_raised(backend, hook, repr(spec.name), err) from err
+        if result is None:
+            return None
+        check_return(backend, hook, result)
+        return str(result)
+
+    def setup(self, target: ResolvedTarget) -> Toolchain | None:
+        """Run the setup hook once per resolved target; failures are not cached."""
+        cached = self.setups.get(target)
+        if cached is not None:
+            return cached
+        with self.table.lock:
+            cached = self.setups.get(target)
+            if cached is None:
+                cached = self.call(target, "tilecore_setup")
+                if cached is not None:
+                    self.setups[target] = cached
+            return cached
+
+    def forget(self, backend: Backend) -> None:
+        self.setups = {t: tc for t, tc in self.setups.items() if t.backend != backend.name}

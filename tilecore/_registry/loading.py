@@ -1,0 +1,243 @@
+"""Loading a backend: import under a deadline, API-version and role checks, target validation.
+
+Anything that goes wrong is recorded on the backend's :class:`~tilecore._registry.records.Backend`
+record (state ``failed``) and raised only when the user names one of its targets.  Adoption is
+all-or-nothing: a backend that fails a check is unregistered again and declares no target.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pluggy
+
+from tilecore import hookspecs
+from tilecore._registry import compat, messages
+from tilecore._registry.dispatch import check_return
+from tilecore._registry.records import IN_PROCESS, Backend, BackendTable, State
+from tilecore._version import API_VERSION
+from tilecore.errors import IncompatibleBackendError, PluginValidationError
+from tilecore.targets import TargetSpec
+
+#: Seconds a backend's import may take (``TILECORE_IMPORT_TIMEOUT``): one that hangs is recorded as
+#: failed, naming the file and line it hangs at, instead of hanging ``tilelang.compile`` in silence.
+DEFAULT_IMPORT_TIMEOUT = 60.0
+
+
+def parse_api_version(text: object, *, who: str) -> tuple[int, int]:
+    try:
+        major, minor = (int(p) for p in str(text).split("."))
+    except ValueError:
+        raise messages.bad_api_version(who, text) from None
+    return major, minor
+
+
+def check_api_version(plugin: object, *, who: str) -> str:
+    declared = getattr(plugin, "tilecore_api_version", None)
+    if declared is None:
+        raise messages.no_api_version(who)
+    major, minor = parse_api_version(declared, who=who)
+    if major != API_VERSION[0]:
+        raise messages.other_api_major(who, major, minor)
+    if minor > API_VERSION[1]:
+        raise messages.newer_api_minor(who, major, minor)
+    return f"{major}.{minor}"
+
+
+def import_timeout(environ: Mapping[str, str] | None = None) -> float:
+    environ = os.environ if environ is None else environ
+    text = environ.get("TILECORE_IMPORT_TIMEOUT", "")
+    try:
+        return float(text) if text else DEFAULT_IMPORT_TIMEOUT
+    except ValueError:
+        return DEFAULT_IMPORT_TIMEOUT
+
+
+def _where(thread: threading.Thread) -> str:
+    """``file:line`` of the innermost frame of ``thread`` (where an import hangs), or ``""``."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    if frame is None:
+        return ""
+    last = traceback.extract_stack(frame)[-1]
+    return f"{last.filename}:{last.lineno}"
+
+
+def import_plugin(backend: Backend, timeout: float | None) -> object:
+    """Load the entry point, in this thread, or under a deadline in a helper thread."""
+    assert backend.discovered is not None
+    entry_point = backend.discovered.entry_point
+    if timeout is None:
+        return entry_point.load()
+    outcome: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, entry_point.load()))
+        except BaseException as err:  # handed to the caller below
+            outcome.append((False, err))
+
+    worker = threading.Thread(target=run, name=f"tilecore-import-{backend.name}", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if not outcome:
+        raise messages.import_hangs(backend, timeout, _where(worker))
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
+
+
+#: A check run on each backend as it loads (:meth:`Loader.add_check`); raises to refuse it.
+LoadCheck = Callable[[Backend, object], None]
+
+
+class Loader:
+    """Imports, checks and adopts the backends of one :class:`BackendTable` into a plugin manager."""
+
+    def __init__(self, table: BackendTable, pm: pluggy.PluginManager) -> None:
+        self.table = table
+        self.pm = pm
+        self.checks: list[LoadCheck] = []
+
+    def add_check(self, check: LoadCheck) -> None:
+        """Run ``check(backend, plugin)`` on every backend as it loads (after its API-version check).
+
+        The bridge adds the check of a backend's declared tilelang seams this way, so the
+        registry never touches tilelang.
+        """
+        if check not in self.checks:
+            self.checks.append(check)
+
+    def load_all(self, timeout: float | None = None) -> None:
+        """Import every allowed backend, each under the deadline (default ``TILECORE_IMPORT_TIMEOUT`` or 60 s)."""
+        deadline = import_timeout() if timeout is None else timeout
+        for backend in self.table.backends():
+            if backend.state is State.DISCOVERED:
+                self.load(backend, timeout=deadline)
+
+    def load(self, backend: Backend, timeout: float | None = None) -> None:
+        with self.table.lock:
+            if backend.state is not State.DISCOVERED:
+                return
+            twin = next((b for b in self.table.entries if b is not backend and b.value == backend.value and b.state is State.LOADED), None)
+            if twin is not None:
+                self.fail(backend, messages.same_entry_point(backend, twin))
+                return
+            # The tested tilelang range is metadata: refuse before importing a backend built for another tilelang.
+            problem = compat.backend_range_problem(backend.distribution, backend.version)
+            if problem is not None and compat.check_mode() == "strict":
+                self.fail(backend, IncompatibleBackendError(f"{backend.label}: {problem}.", fix=compat.range_fix(backend.distribution)))
+                return
+            try:
+                plugin = import_plugin(backend, timeout)
+            except BaseException as err:
+                if isinstance(err, KeyboardInterrupt):
+                    raise
+                self.fail(backend, err)
+                return
+            try:
+                self.adopt(backend, plugin)
+            except Exception as err:
+                self.fail(backend, err)
+
+    def fail(self, backend: Backend, err: BaseException) -> None:
+        backend.state, backend.error = State.FAILED, err
+        self.drop(backend)
+        backend.targets = ()
+
+    def drop(self, backend: Backend) -> None:
+        """Unregister ``backend``'s plugin and its targets."""
+        if backend.plugin is not None and self.pm.is_registered(backend.plugin):
+            self.pm.unregister(backend.plugin)
+        backend.plugin = None
+        self.table.forget(backend)
+
+    def adopt(self, backend: Backend, plugin: object) -> None:
+        """Validate and register ``plugin`` as ``backend``; all-or-nothing."""
+        backend.api_version = check_api_version(plugin, who=backend.label)
+        for check in self.checks:
+            check(backend, plugin)
+        problem = compat.backend_range_problem(backend.distribution, backend.version)
+        if problem is not None and compat.check_mode() == "seams":
+            compat.warn_once(f"{backend.label}: {problem}; loaded because {compat.CHECK_VARIABLE}=seams and its declared seams check out.")
+        role = getattr(plugin, hookspecs.ROLE_ATTRIBUTE, hookspecs.BACKEND)
+        if role not in hookspecs.ROLES:
+            raise messages.bad_role(backend, role)
+        try:
+            self.pm.register(plugin, name=f"{backend.name}@{backend.distribution}")
+        except (pluggy.PluginValidationError, ValueError) as err:
+            raise PluginValidationError(f"{backend.label}: {err}") from err
+        backend.plugin = plugin
+        try:
+            try:
+                self.pm.check_pending()
+            except pluggy.PluginValidationError as err:
+                raise messages.unknown_hook(backend, err) from err
+            targets = self._declared_targets(backend, plugin, role)
+            self._validate_names(backend, targets)
+        except Exception:
+            self.pm.unregister(plugin)
+            backend.plugin = None
+            raise
+        backend.role = role
+        backend.targets = targets
+        backend.state = State.LOADED
+        self.table.index_targets(backend)
+
+    def _declared_targets(self, backend: Backend, plugin: object, role: str) -> tuple[TargetSpec, ...]:
+        hook = "tilecore_declare_targets"
+        impl = next((i for i in getattr(self.pm.hook, hook).get_hookimpls() if i.plugin is plugin), None)
+        if role == hookspecs.WRAPPER:
+            if impl is not None:
+                raise messages.wrapper_declares(backend, hook)
+            return ()
+        if impl is None:
+            raise messages.declares_nothing(backend, hook)
+        result = impl.function()
+        check_return(backend, hook, result)
+        return tuple(result)
+
+    def _validate_names(self, backend: Backend, targets: tuple[TargetSpec, ...]) -> None:
+        """Load-time rules that keep resolution independent of load order (docs/architecture.md)."""
+        seen: dict[str, str] = {}
+        for spec in targets:
+            for name in spec.names:
+                if name in seen:
+                    raise messages.name_twice(backend, name, seen[name], spec.name)
+                seen[name] = spec.name
+        in_process = backend.distribution == IN_PROCESS
+        builtin = self.table.builtin_kinds()
+        claims = set(backend.claims)
+        for spec in targets:
+            for name in spec.names:
+                if name in builtin:
+                    if not spec.replaces_builtin:
+                        raise messages.builtin_without_opt_in(backend, name, spec)
+                    if not in_process and not (backend.complete and name in claims):
+                        raise messages.builtin_not_listed(backend, name)
+                if in_process or name in claims:
+                    continue
+                if backend.complete:
+                    raise messages.not_in_metadata(backend, name, claims)
+                others = [b for b in self.table.entries if b is not backend and b.state is not State.BLOCKED and name in b.claims]
+                if others:
+                    raise messages.listed_by_other(backend, name, others[0])
+
+    def register(self, plugin: object, name: str | None = None) -> Backend:
+        """Adopt an in-process backend (notebooks, tests).  Errors raise at once."""
+        self.table.ensure_discovered()
+        name = name or getattr(plugin, "__name__", None) or type(plugin).__name__
+        version = str(getattr(plugin, "__version__", "0"))
+        with self.table.lock:
+            if any(b.name == name and b.distribution == IN_PROCESS for b in self.table.entries):
+                raise PluginValidationError(f"an in-process backend named {name!r} is already registered")
+            backend = Backend(name, IN_PROCESS, version, repr(plugin), complete=True)
+            self.adopt(backend, plugin)
+            backend.claims = tuple(sorted(backend.declared_names()))
+            self.table.entries.append(backend)
+            return backend

@@ -1,0 +1,259 @@
+"""Every error text of the registry longer than one line, worded, capped and tested in one place.
+
+Each function builds the error (class, message and fix) for one situation; the checks that
+decide to raise it stay in :mod:`~tilecore._registry.loading`,
+:mod:`~tilecore._registry.resolution` and :mod:`~tilecore._registry.dispatch`.  One fact per
+message; a list of choices is capped (``tilecore list`` shows the rest).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from tilecore import hookspecs
+from tilecore._version import API_VERSION, __version__
+from tilecore.errors import (
+    AmbiguousTargetError,
+    BackendLoadError,
+    HookReturnError,
+    IncompatibleBackendError,
+    MalformedTargetError,
+    PluginValidationError,
+    TargetOptionError,
+    UnknownTargetError,
+    choices_text,
+    did_you_mean,
+)
+
+if TYPE_CHECKING:
+    from tilecore._registry.records import Backend, BackendTable
+    from tilecore.targets import TargetSpec
+
+_API = f"{API_VERSION[0]}.{API_VERSION[1]}"
+
+
+def example_text(spec: TargetSpec) -> str:
+    """``name:value`` with the first option's first listed value (or a placeholder)."""
+    if not spec.options:
+        return spec.name
+    first = spec.options[0]
+    return f"{spec.name}:{first.choices[0] if first.choices else '<' + first.name + '>'}"
+
+
+# -- loading -------------------------------------------------------------------------------
+
+
+def bad_api_version(who: str, text: object) -> PluginValidationError:
+    return PluginValidationError(
+        f"{who} declares tilecore_api_version={text!r}; it must be 'MAJOR.MINOR', e.g. '{_API}'.",
+        fix=f'set tilecore_api_version = "{_API}" in the backend',
+    )
+
+
+def no_api_version(who: str) -> PluginValidationError:
+    return PluginValidationError(
+        f"{who} does not declare tilecore_api_version.",
+        fix=f'add tilecore_api_version = "{_API}" next to its hook implementations',
+    )
+
+
+def other_api_major(who: str, major: int, minor: int) -> IncompatibleBackendError:
+    return IncompatibleBackendError(
+        f"{who} implements tilecore plugin API {major}.{minor}, but this tilecore {__version__} implements plugin API {_API}.",
+        fix=f"install a version of the backend written for API {API_VERSION[0]}.x, or a tilecore that implements API {major}.x",
+    )
+
+
+def newer_api_minor(who: str, major: int, minor: int) -> IncompatibleBackendError:
+    return IncompatibleBackendError(
+        f"{who} needs tilecore plugin API {major}.{minor}, newer than API {_API} of this tilecore {__version__}.",
+        fix="upgrade tilecore (pip install -U tilecore)",
+    )
+
+
+def import_hangs(backend: Backend, timeout: float, where: str = "") -> BackendLoadError:
+    at = f" It hangs at {where}." if where else ""
+    return BackendLoadError(
+        f"{backend.label}: importing {backend.value} did not finish within {timeout:g} s (it may hang at import).{at}",
+        fix=f"block it with TILECORE_PLUGINS=no:{backend.block_name} and report it to its authors; "
+        "`tilecore doctor` shows where it hangs; TILECORE_IMPORT_TIMEOUT raises the limit",
+    )
+
+
+def same_entry_point(backend: Backend, twin: Backend) -> PluginValidationError:
+    return PluginValidationError(
+        f"{backend.label} registers the identical entry point {backend.name} = {backend.value} as {twin.label}; "
+        "the same module cannot be two backends.",
+        fix=f"uninstall one of the distributions {twin.distribution} and {backend.distribution}",
+    )
+
+
+def bad_role(backend: Backend, role: object) -> PluginValidationError:
+    return PluginValidationError(
+        f"{backend.label} declares {hookspecs.ROLE_ATTRIBUTE}={role!r}; valid roles: {', '.join(hookspecs.ROLES)}.",
+        fix=f"remove {hookspecs.ROLE_ATTRIBUTE} (a backend) or set it to {hookspecs.WRAPPER!r}",
+    )
+
+
+def unknown_hook(backend: Backend, err: Exception) -> PluginValidationError:
+    valid = ", ".join(sorted(h for h in dir(hookspecs) if h.startswith("tilecore_")))
+    return PluginValidationError(
+        f"{backend.label} implements a hook tilecore does not define: {err}. Valid hooks: {valid}.",
+        fix="rename the hook implementation, or require a newer tilecore if the hook is from a newer plugin API",
+    )
+
+
+def wrapper_declares(backend: Backend, hook: str) -> PluginValidationError:
+    return PluginValidationError(
+        f"{backend.label} has {hookspecs.ROLE_ATTRIBUTE}='wrapper' and implements {hook}; a wrapper declares no targets.",
+        fix=f"remove {hook} from the wrapper, or remove {hookspecs.ROLE_ATTRIBUTE} to make it a backend",
+    )
+
+
+def declares_nothing(backend: Backend, hook: str) -> PluginValidationError:
+    return PluginValidationError(
+        f"{backend.label} implements no {hook}; every backend declares its targets (an empty list for none).",
+        fix=f"implement {hook}, or set {hookspecs.ROLE_ATTRIBUTE} = 'wrapper' for a plugin that only wraps other backends' hooks",
+    )
+
+
+def name_twice(backend: Backend, name: str, first: str, second: str) -> PluginValidationError:
+    return PluginValidationError(
+        f"{backend.label} declares target name {name!r} twice (in {first!r} and {second!r}).",
+        fix=f"declare {name!r} once in the backend ({backend.distribution})",
+    )
+
+
+def builtin_without_opt_in(backend: Backend, name: str, spec: TargetSpec) -> PluginValidationError:
+    return PluginValidationError(
+        f"{backend.label} declares {name!r}, a target kind tilelang compiles by itself, without opting in.",
+        fix=f"pick another name, or set TargetSpec({spec.name!r}, ..., replaces_builtin=True) and list {name!r} "
+        'under [project.entry-points."tilecore.targets"]',
+    )
+
+
+def _list_it(backend: Backend, name: str) -> str:
+    return f'add {name} = "{backend.value}" under [project.entry-points."tilecore.targets"] of {backend.distribution}'
+
+
+def builtin_not_listed(backend: Backend, name: str) -> PluginValidationError:
+    return PluginValidationError(
+        f"{backend.label} takes over tilelang's built-in kind {name!r} but its metadata does not list it.", fix=_list_it(backend, name)
+    )
+
+
+def not_in_metadata(backend: Backend, name: str, claims: Iterable[str]) -> PluginValidationError:
+    return PluginValidationError(
+        f"{backend.label} declares target {name!r}, which its distribution's tilecore.targets metadata does not list "
+        f"(it lists {choices_text(claims)}).",
+        fix=_list_it(backend, name),
+    )
+
+
+def listed_by_other(backend: Backend, name: str, owner: Backend) -> PluginValidationError:
+    return PluginValidationError(
+        f"{backend.label} declares target {name!r}, which {owner.label} lists in its metadata; "
+        "a name listed in metadata belongs to that distribution in every process.",
+        fix=f"rename the target in {backend.distribution}, or block one with TILECORE_PLUGINS=no:{backend.block_name}",
+    )
+
+
+# -- resolution ----------------------------------------------------------------------------
+
+
+def ambiguous(kind: str, owners: list[tuple[Backend, str | None]]) -> AmbiguousTargetError:
+    """``owners``: each claimant, with the name it declares ``kind`` under when loaded."""
+    if all(name is None for _, name in owners):
+        text = f"target {kind!r} is claimed by more than one installed backend: " + "; ".join(b.label for b, _ in owners) + "."
+    else:
+        text = f"target {kind!r} is claimed by more than one backend: " + "; ".join(f"{b.label} as {n!r}" for b, n in owners) + "."
+    return AmbiguousTargetError(
+        text, fix="uninstall one, or choose with " + " or ".join(f"TILECORE_PLUGINS=no:{b.block_name}" for b, _ in owners)
+    )
+
+
+def failed_backend(kind: str, backend: Backend) -> BackendLoadError:
+    return BackendLoadError(
+        f"target {kind!r} is provided by {backend.label}, which failed to load: {backend.error_text()}", fix=backend.fix
+    )
+
+
+def blocked_backend(kind: str, backend: Backend) -> UnknownTargetError:
+    return UnknownTargetError(f"target {kind!r} is provided by {backend.label}, which is not loaded: {backend.reason}.", fix=backend.fix)
+
+
+def listed_not_declared(kind: str, backend: Backend) -> UnknownTargetError:
+    return UnknownTargetError(
+        f"target {kind!r}: {backend.label} lists it in its metadata but did not declare it when loaded "
+        f"(it declared: {choices_text(backend.declared_names())}; a backend may declare no targets when, e.g., its device or SDK is absent).",
+        fix=f"run `tilecore doctor` to see why {backend.distribution} declares no {kind!r} here",
+    )
+
+
+def malformed_name(target: object, kind: str, known: Iterable[str]) -> MalformedTargetError:
+    return MalformedTargetError(
+        f"target {target!r}: {kind!r} is not a valid target name (lower-case ASCII letters, digits, '_' or '-', "
+        f"starting with a letter).{did_you_mean(kind, known)}",
+        fix="run `tilecore list` for the installed targets",
+    )
+
+
+def malformed_options(err: Exception, spec: TargetSpec, backend: Backend) -> MalformedTargetError:
+    return MalformedTargetError(
+        f"{err} (target {spec.name!r} of {backend.owner})", fix=f"write it like {spec.name!r} or {example_text(spec)!r}"
+    )
+
+
+def unknown_target(table: BackendTable, kind: str) -> UnknownTargetError:
+    from tilecore._registry.known import known_distributions
+    from tilecore._registry.records import State
+
+    declared = table.declared_targets()
+    installed = [f"{s.name} ({b.owner})" for b, s in declared]
+    listed = sorted(set(table.metadata_names()) - {n for _, s in declared for n in s.names})
+    builtin = sorted(table.builtin_kinds())
+    parts = [f"Unknown target {kind!r}.{did_you_mean(kind, table.known_names() | set(builtin))}"]
+    parts.append(f"Installed tilecore targets: {choices_text(installed + listed)}.")
+    if builtin:
+        parts.append(f"tilelang's built-in target kinds: {', '.join(builtin)}.")
+    dist = known_distributions().get(kind)
+    if dist is not None:
+        parts.append(f"Target {kind!r} is provided by the distribution {dist!r}: pip install {dist}")
+    failed = [f"{b.label}: {b.error_text()}" for b in table.entries if b.state is State.FAILED]
+    if failed:
+        parts.append("Backends that failed to load: " + "; ".join(failed) + ".")
+    return UnknownTargetError(" ".join(parts))
+
+
+def unreadable_attrs(spec: TargetSpec, backend: Backend, attrs: object, err: Exception) -> TargetOptionError:
+    return TargetOptionError(
+        f"target {spec.name!r} ({backend.owner}) could not read options from TVM attributes {attrs}: {type(err).__name__}: {err}"
+    )
+
+
+def contradicting_attrs(spec: TargetSpec, backend: Backend, name: str, given: object, value: object, attrs: object) -> TargetOptionError:
+    return TargetOptionError(
+        f"target {spec.name!r} ({backend.owner}): option {name}={given!r} contradicts {value!r} given through TVM "
+        f"attributes {attrs}; give one of them."
+    )
+
+
+# -- dispatch ------------------------------------------------------------------------------
+
+
+def hook_raised(backend: Backend, hook: str, where: str, err: Exception) -> BackendLoadError:
+    return BackendLoadError(
+        f"{backend.label} raised in {hook} for {where}: {type(err).__name__}: {err}",
+        fix=f"report it to the authors of {backend.distribution}, or upgrade it (pip install -U {backend.distribution})",
+    )
+
+
+def wrong_return(backend: Backend, hook: str, value: object, expected: str) -> HookReturnError:
+    shown = repr(value) if not isinstance(value, (list, tuple)) else f"{type(value).__name__} of {[type(v).__name__ for v in value][:5]}"
+    if len(shown) > 200:
+        shown = shown[:197] + "..."
+    return HookReturnError(
+        f"{backend.label}: hook {hook} returned {type(value).__name__} ({shown}); expected {expected}.",
+        fix=f"this is a bug in {backend.distribution} {backend.version}: report it to its authors, or upgrade it",
+    )
