@@ -172,7 +172,9 @@ def fork_problem(*, scan: bool = False) -> str | None:
 
 
 def fork_fix() -> str:
+    """The fix for :func:`fork_problem`, naming the forks when the scan found them."""
+    forks = [name for name in tilelang_owners() if name.lower() != "tilelang"]
     return (
-        "uninstall the fork (pip uninstall <name>) and reinstall tilelang "
+        f"uninstall the fork (pip uninstall {' '.join(forks) or '<the fork>'}) and reinstall tilelang "
         f"(pip install --force-reinstall 'tilelang{TILELANG_REQUIREMENT}'); tilecore backends install beside tilelang, never in place of it"
     )
