@@ -71,7 +71,7 @@ test-tilelang-window: $(WINDOW_VENV)/.installed redis-server
 	$(WINDOW_BIN)/python -c "import tilelang; assert tilelang.__version__.startswith('$(WINDOW_TILELANG)'), tilelang.__version__"
 	$(WINDOW_BIN)/pytest -p no:cacheprovider --pyargs tilecore.conformance --tilecore-target=democpu
 	$(WINDOW_BIN)/pytest -p no:cacheprovider --pyargs tilecore.conformance --tilecore-target=tpu
-	$(WINDOW_BIN)/pytest $(PYTEST_WORKERS) plugins/tilelang_tpu/tests tests
+	$(WINDOW_BIN)/pytest $(PYTEST_WORKERS) plugins tests/test_tilelang_compat.py
 
 lint: check
 
