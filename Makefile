@@ -13,7 +13,7 @@ TORCH       ?= torch==2.13.0
 TORCH_INDEX ?=
 DIST        ?= dist
 
-.PHONY: setup demo test check lint clean redis-server dist release-check FORCE
+.PHONY: setup demo test check lint clean redis-server dist release-check FORCE test-tilelang-window
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +68,27 @@ PYTEST_WORKERS ?= -n auto --maxprocesses=4
 test: setup redis-server check release-check
 	$(BIN)/lint-imports
 	$(BIN)/pytest $(PYTEST_WORKERS)
+	$(MAKE) test-tilelang-window
+
+# The tested tilelang window (docs/tilelang-releases.md): `make test` runs the newest release in
+# .venv; this runs the conformance suite (democpu, tpu) and the backends' suites against the
+# release before, in a venv of its own.
+WINDOW_TILELANG ?= 0.1.14
+WINDOW_VENV     := .venv-tilelang-$(WINDOW_TILELANG)
+WINDOW_BIN      := $(WINDOW_VENV)/bin
+
+$(WINDOW_VENV)/.installed: pyproject.toml examples/democpu/pyproject.toml plugins/*/pyproject.toml
+	$(PYTHON) -m venv $(WINDOW_VENV)
+	$(WINDOW_BIN)/pip install -q --upgrade pip
+	$(WINDOW_BIN)/pip install -q "$(TORCH)"
+	$(WINDOW_BIN)/pip install -q "tilelang==$(WINDOW_TILELANG)" ".[remote]" ./examples/democpu ./plugins/tilelang_cuda ./plugins/tilelang_hip ./plugins/tilelang_tpu pytest pytest-xdist hypothesis
+	touch $@
+
+test-tilelang-window: $(WINDOW_VENV)/.installed redis-server
+	$(WINDOW_BIN)/python -c "import tilelang; assert tilelang.__version__.startswith('$(WINDOW_TILELANG)'), tilelang.__version__"
+	$(WINDOW_BIN)/pytest -p no:cacheprovider --pyargs tilecore.conformance --tilecore-target=democpu
+	$(WINDOW_BIN)/pytest -p no:cacheprovider --pyargs tilecore.conformance --tilecore-target=tpu
+	$(WINDOW_BIN)/pytest $(PYTEST_WORKERS) plugins tests/test_tilelang_compat.py
 
 # An sdist and a wheel of all five distributions in $(DIST)/ (tools/release.py; RELEASING.md).
 dist: setup
@@ -81,4 +102,4 @@ release-check: dist
 lint: check
 
 clean:
-	rm -rf $(VENV) $(DIST)
+	rm -rf $(VENV) $(DIST) $(WINDOW_VENV)

@@ -30,6 +30,7 @@ class FakeSite:
         entry: str | None = None,
         api: str | None = "1.0",
         targets: tuple[str, ...] | None = None,
+        requires: tuple[str, ...] = (),
     ) -> Path:
         """Install distribution ``dist`` whose module ``module`` is the backend ``entry``.
 
@@ -41,14 +42,23 @@ class FakeSite:
         package.mkdir(parents=True)
         header = f'tilecore_api_version = "{api}"\n' if api is not None else ""
         (package / "__init__.py").write_text(header + textwrap.dedent(source))
-        self.add_metadata(dist, version, {entry: module}, targets={name: module for name in targets or ()})
+        self.add_metadata(dist, version, {entry: module}, targets={name: module for name in targets or ()}, requires=requires)
         return package
 
-    def add_metadata(self, dist: str, version: str, backends: dict[str, str], targets: dict[str, str] | None = None) -> Path:
-        """A ``*.dist-info`` only: ``backends`` (entry name -> value) and ``targets`` (target name -> value)."""
+    def add_metadata(
+        self,
+        dist: str,
+        version: str,
+        backends: dict[str, str],
+        targets: dict[str, str] | None = None,
+        requires: tuple[str, ...] = (),
+    ) -> Path:
+        """A ``*.dist-info`` only: ``backends`` (entry name -> value), ``targets`` (target name -> value)
+        and ``requires`` (``Requires-Dist`` lines, e.g. the tilelang range the backend was tested with)."""
         info = self.root / f"{dist.replace('-', '_')}-{version}.dist-info"
         info.mkdir()
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+        requirements = "".join(f"Requires-Dist: {text}\n" for text in requires)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n{requirements}")
         text = "[tilecore.backends]\n" + "".join(f"{name} = {value}\n" for name, value in backends.items())
         if targets:
             text += "\n[tilecore.targets]\n" + "".join(f"{name} = {value}\n" for name, value in targets.items())

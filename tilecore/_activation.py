@@ -78,10 +78,27 @@ def activate() -> Registry:
 
     from tilecore import _bridge
 
+    _warn_if_forked()  # before the bridge: a fork is the likeliest reason it would refuse this tilelang
     registry = get_registry()
     _bridge.install(registry)
     _bridge.add_tier(RemoteCacheTier())
     return registry
+
+
+_fork_checked = False
+
+
+def _warn_if_forked() -> None:
+    """Warn once per process when another distribution owns or overwrote the ``tilelang`` package."""
+    global _fork_checked
+    if _fork_checked:
+        return
+    _fork_checked = True
+    from tilecore._registry import compat
+
+    problem = compat.fork_problem()
+    if problem is not None:
+        compat.warn_once(f"{problem}. tilecore cannot vouch for this tilelang. Fix: {compat.fork_fix()}")
 
 
 def autoload_activate() -> None:

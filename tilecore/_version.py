@@ -25,12 +25,12 @@ def docs_url(page: str) -> str:
 #: 1.1 added the optional hook ``tilecore_doctor_target`` and ``tilecore_role``.
 API_VERSION: tuple[int, int] = (1, 1)
 
-#: The one supported tilelang range.  Every pyproject that names tilelang uses
-#: exactly this string (tests/test_versions.py checks them), and the bridge's
-#: gate refuses any other version.  Exactly the 0.1.15 series: the bridge wraps
-#: private tilelang methods, and 0.1.15 is the only release CI installs and tests
-#: (0.1.14 has the same seams but no CI job, so it is not claimed).
-TILELANG_REQUIREMENT = ">=0.1.15,<0.1.16"
+#: The tilelang window the core (its bridge) is tested with: CI runs the conformance suite and
+#: the backends' suites against each release in it (docs/tilelang-releases.md).  Every pyproject
+#: that names tilelang uses exactly this string (tests/test_versions.py checks them).  A backend
+#: declares its own tested range the same way, as its distribution's requirement on tilelang;
+#: TILECORE_TILELANG_CHECK=seams accepts a newer, untested tilelang (tilecore._registry.compat).
+TILELANG_REQUIREMENT = ">=0.1.14,<0.1.16"
 
 
 def supported_tilelang() -> SpecifierSet:
@@ -51,8 +51,13 @@ def _release_tuple(version: str, length: int) -> tuple[int, ...]:
 
 
 def tilelang_version_supported(version: str) -> bool:
-    """Whether tilelang ``version`` (its local ``+...`` part ignored) is in :data:`TILELANG_REQUIREMENT`,
-    exactly as ``supported_tilelang().contains(version, prereleases=True)`` answers.
+    """Whether tilelang ``version`` (its local ``+...`` part ignored) is in :data:`TILELANG_REQUIREMENT`."""
+    return version_in_range(version, TILELANG_REQUIREMENT)
+
+
+def version_in_range(version: str, requirement: str) -> bool:
+    """Whether ``version`` (its local ``+...`` part ignored) is in ``requirement``, exactly as
+    ``SpecifierSet(requirement).contains(version, prereleases=True)`` answers.
 
     Activation checks the installed tilelang, and importing ``packaging.specifiers`` (which pulls in
     ``packaging.tags`` and an ELF reader) was the largest part of its cost.  A plain release
@@ -61,9 +66,11 @@ def tilelang_version_supported(version: str) -> bool:
     differently written range) is left to ``packaging``.  tests/test_versions.py checks both paths agree.
     """
     public = version.split("+")[0]
-    bounds = _HALF_OPEN_RANGE.match(TILELANG_REQUIREMENT)
+    bounds = _HALF_OPEN_RANGE.match(requirement.replace(" ", ""))
     if bounds is None or _PLAIN_RELEASE.match(public) is None:
-        return bool(supported_tilelang().contains(public, prereleases=True))
+        from packaging.specifiers import SpecifierSet
+
+        return bool(SpecifierSet(requirement).contains(public, prereleases=True))
     lower, upper = bounds.groups()
     length = max(len(v.split(".")) for v in (public, lower, upper))
     release = _release_tuple(public, length)

@@ -13,6 +13,8 @@ bridge and no backend.
 * :func:`template_include_dir`: tilelang's ``tl_templates`` headers;
 * :func:`should_force_let_inline`: tilelang's ``LetInline`` policy, for a backend's own pass list;
 * :func:`determine_target`: the TVM target ``tilelang.compile`` would use for a target;
+* :func:`accepts`: whether a tilelang function takes a parameter -- the capability check a
+  backend makes instead of comparing tilelang versions (``docs/tilelang-releases.md``);
 * :func:`internal`: a tilelang name a backend needs that has no public home yet
   (``"tilelang.<module>:<attribute>"``, e.g. a constant of the device kind it delegates
   to); the backend names it, the gate checks the version first, a missing name is one
@@ -31,6 +33,7 @@ from tilecore._version import TILELANG_REQUIREMENT
 
 __all__ = [
     "TILELANG_REQUIREMENT",
+    "accepts",
     "c_source",
     "determine_target",
     "internal",
@@ -61,3 +64,4 @@ template_include_dir = _gated(reuse.template_include_dir)
 should_force_let_inline = _gated(reuse.should_force_let_inline)
 determine_target = _gated(reuse.determine_target)
 internal = _gated(reuse.internal)
+accepts = _gated(gate.accepts)

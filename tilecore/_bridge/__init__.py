@@ -27,7 +27,7 @@ tilecore backend owns.  Importing this package imports neither tilelang nor torc
 from __future__ import annotations
 
 from tilecore._bridge.cache_tiers import CacheTier, add_tier, remove_tier
-from tilecore._bridge.gate import BridgeError, check_version, problems, retired_seams
+from tilecore._bridge.gate import BridgeError, check_loading_backend, check_version, problems, retired_seams
 from tilecore._bridge.gate import check as check_tilelang
 from tilecore._bridge.kernel_cache import local_cache_dir
 from tilecore._bridge.patches import install, installed, uninstall
@@ -42,6 +42,7 @@ __all__ = [
     "Seam",
     "add_tier",
     "builtin_kinds",
+    "check_loading_backend",
     "check_tilelang",
     "check_version",
     "install",

@@ -5,12 +5,19 @@ from __future__ import annotations
 import importlib
 import inspect
 import threading
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from tilecore._bridge.seams import SEAMS, Seam
+from tilecore._registry import compat
 from tilecore._version import TILELANG_REQUIREMENT, tilelang_version_supported
-from tilecore.errors import TilecoreError
+from tilecore.errors import IncompatibleBackendError, PluginValidationError, TilecoreError
+
+if TYPE_CHECKING:
+    from tilecore._registry import Backend
+
+#: The plugin attribute naming the tilelang functions (and parameters) a backend's pipeline calls.
+SEAMS_ATTRIBUTE = "tilecore_tilelang_seams"
 
 
 class BridgeError(TilecoreError):
@@ -32,13 +39,21 @@ def tilelang_version() -> str:
     return str(getattr(tilelang, "__version__", "0"))
 
 
-def check_version(version: str) -> None:
-    """Refuse a tilelang outside :func:`tilecore._version.supported_tilelang`."""
-    if not tilelang_version_supported(version):
+def check_version(version: str) -> bool:
+    """Refuse a tilelang outside :data:`tilecore._version.TILELANG_REQUIREMENT` in ``strict`` mode.
+
+    Returns whether ``version`` is untested but accepted (``TILECORE_TILELANG_CHECK=seams`` or
+    ``off``): the caller then warns once, after the seams have checked out.
+    """
+    if tilelang_version_supported(version):
+        return False
+    if compat.check_mode() == "strict":
         raise BridgeError(
-            f"tilecore {_tilecore_version()} supports tilelang {TILELANG_REQUIREMENT}; found tilelang {version}. "
-            f"Install a supported tilelang (pip install 'tilelang{TILELANG_REQUIREMENT}') or a tilecore release made for {version}."
+            f"tilecore {_tilecore_version()} is tested with tilelang {TILELANG_REQUIREMENT}; found tilelang {version}.",
+            fix=f"install a tested tilelang (pip install 'tilelang{TILELANG_REQUIREMENT}') or a tilecore release made for {version}; "
+            f"to try this one, set {compat.CHECK_VARIABLE}=seams (every seam is still checked)",
         )
+    return True
 
 
 def _tilecore_version() -> str:
@@ -130,12 +145,75 @@ def check() -> None:
     with _check_lock:
         if _checked:
             return
-        check_version(version)
+        untested = check_version(version)
         found = problems()
         if found:
             raise BridgeError(
-                f"tilelang {version} does not have the internals tilecore {_tilecore_version()} relies on: "
-                + "; ".join(found)
-                + f". Reinstall a supported tilelang (pip install 'tilelang{TILELANG_REQUIREMENT}')."
+                f"tilelang {version} does not have the internals tilecore {_tilecore_version()} relies on: " + "; ".join(found) + ".",
+                fix=f"install a tested tilelang (pip install 'tilelang{TILELANG_REQUIREMENT}')",
+            )
+        if untested:
+            compat.warn_once(
+                f"tilelang {version} is outside the range tilecore {_tilecore_version()} was tested with ({TILELANG_REQUIREMENT}); "
+                f"running because {compat.CHECK_VARIABLE}={compat.check_mode()} and every seam of the bridge checks out."
             )
         _checked = True
+
+
+def declared_seams(plugin: object, *, who: str) -> list[Seam]:
+    """The tilelang names a backend's pipeline calls, from its ``tilecore_tilelang_seams`` declaration.
+
+    The declaration maps ``"module:attribute"`` to the parameter names the backend passes, e.g.
+    ``{"tilelang.transform:MaterializeKernelLaunch": ("lower_thread_binding",)}``.
+    """
+    declared = getattr(plugin, SEAMS_ATTRIBUTE, None)
+    if declared is None:
+        return []
+    if not isinstance(declared, Mapping) or not all(
+        isinstance(path, str) and ":" in path and isinstance(params, (tuple, list)) and all(isinstance(p, str) for p in params)
+        for path, params in declared.items()
+    ):
+        raise PluginValidationError(
+            f"{who} declares {SEAMS_ATTRIBUTE}={declared!r}; it must map 'module:attribute' to a tuple of parameter names.",
+            fix=f'write {SEAMS_ATTRIBUTE} = {{"tilelang.transform:Simplify": ()}}',
+        )
+    rows = []
+    for path, params in declared.items():
+        module, _, attribute = path.partition(":")
+        owner, _, name = attribute.rpartition(".")
+        rows.append(Seam(f"{module}:{owner}" if owner else module, name, why=f"called by {who}", params=tuple(params)))
+    return rows
+
+
+def check_backend_seams(plugin: object, *, who: str, distribution: str) -> None:
+    """Refuse a backend whose declared seams the installed tilelang lacks, with one error naming each.
+
+    Runs when the backend loads, so a changed signature is a named error then, not a ``TypeError``
+    in the middle of a compile.  ``TILECORE_TILELANG_CHECK=off`` skips it.
+    """
+    if compat.check_mode() == "off":
+        return
+    found = problems(declared_seams(plugin, who=who))
+    if found:
+        version = tilelang_version()
+        tested = compat.declared_range(distribution)
+        raise IncompatibleBackendError(
+            f"{who} calls tilelang internals that tilelang {version} does not have: "
+            + "; ".join(found)
+            + (f". It was tested with tilelang {tested}." if tested else "."),
+            fix=compat.range_fix(distribution),
+        )
+
+
+def check_loading_backend(backend: Backend, plugin: object) -> None:
+    """:func:`check_backend_seams` as a registry load check (:meth:`tilecore._registry.Registry.add_load_check`)."""
+    check_backend_seams(plugin, who=backend.label, distribution=backend.distribution)
+
+
+def accepts(path: str, parameter: str) -> bool:
+    """Whether the tilelang callable at ``path`` takes a parameter named ``parameter`` (a capability check)."""
+    try:
+        parameters = inspect.signature(resolve(path)).parameters
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return False
+    return parameter in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())

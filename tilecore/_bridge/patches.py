@@ -113,6 +113,7 @@ def install(registry: Registry) -> None:
         except BaseException:
             _revert()
             raise
+        registry.add_load_check(gate.check_loading_backend)
         _installed = registry
 
 

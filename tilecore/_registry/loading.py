@@ -11,17 +11,17 @@ import os
 import sys
 import threading
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pluggy
 
 from tilecore import hookspecs
-from tilecore._registry import messages
+from tilecore._registry import compat, messages
 from tilecore._registry.dispatch import check_return
 from tilecore._registry.records import IN_PROCESS, Backend, BackendTable, State
 from tilecore._version import API_VERSION
-from tilecore.errors import PluginValidationError
+from tilecore.errors import IncompatibleBackendError, PluginValidationError
 from tilecore.targets import TargetSpec
 
 #: Seconds a backend's import may take (``TILECORE_IMPORT_TIMEOUT``): one that hangs is recorded as
@@ -92,12 +92,26 @@ def import_plugin(backend: Backend, timeout: float | None) -> object:
     return value
 
 
+#: A check run on each backend as it loads (:meth:`Loader.add_check`); raises to refuse it.
+LoadCheck = Callable[[Backend, object], None]
+
+
 class Loader:
     """Imports, checks and adopts the backends of one :class:`BackendTable` into a plugin manager."""
 
     def __init__(self, table: BackendTable, pm: pluggy.PluginManager) -> None:
         self.table = table
         self.pm = pm
+        self.checks: list[LoadCheck] = []
+
+    def add_check(self, check: LoadCheck) -> None:
+        """Run ``check(backend, plugin)`` on every backend as it loads (after its API-version check).
+
+        The bridge adds the check of a backend's declared tilelang seams this way, so the
+        registry never touches tilelang.
+        """
+        if check not in self.checks:
+            self.checks.append(check)
 
     def load_all(self, timeout: float | None = None) -> None:
         """Import every allowed backend, each under the deadline (default ``TILECORE_IMPORT_TIMEOUT`` or 60 s)."""
@@ -113,6 +127,11 @@ class Loader:
             twin = next((b for b in self.table.entries if b is not backend and b.value == backend.value and b.state is State.LOADED), None)
             if twin is not None:
                 self.fail(backend, messages.same_entry_point(backend, twin))
+                return
+            # The tested tilelang range is metadata: refuse before importing a backend built for another tilelang.
+            problem = compat.backend_range_problem(backend.distribution, backend.version)
+            if problem is not None and compat.check_mode() == "strict":
+                self.fail(backend, IncompatibleBackendError(f"{backend.label}: {problem}.", fix=compat.range_fix(backend.distribution)))
                 return
             try:
                 plugin = import_plugin(backend, timeout)
@@ -141,6 +160,11 @@ class Loader:
     def adopt(self, backend: Backend, plugin: object) -> None:
         """Validate and register ``plugin`` as ``backend``; all-or-nothing."""
         backend.api_version = check_api_version(plugin, who=backend.label)
+        for check in self.checks:
+            check(backend, plugin)
+        problem = compat.backend_range_problem(backend.distribution, backend.version)
+        if problem is not None and compat.check_mode() == "seams":
+            compat.warn_once(f"{backend.label}: {problem}; loaded because {compat.CHECK_VARIABLE}=seams and its declared seams check out.")
         role = getattr(plugin, hookspecs.ROLE_ATTRIBUTE, hookspecs.BACKEND)
         if role not in hookspecs.ROLES:
             raise messages.bad_role(backend, role)

@@ -20,7 +20,7 @@ from tilecore import hookspecs
 from tilecore._registry.discovery import PluginPolicy
 from tilecore._registry.dispatch import Dispatcher
 from tilecore._registry.known import loaded_host_kinds
-from tilecore._registry.loading import Loader
+from tilecore._registry.loading import LoadCheck, Loader
 from tilecore._registry.records import Backend, BackendTable
 from tilecore._registry.resolution import Resolver
 from tilecore.kernel import Toolchain
@@ -73,6 +73,10 @@ class Registry:
         as failed, naming the backend, instead of hanging the caller.
         """
         self._loader.load_all(timeout)
+
+    def add_load_check(self, check: LoadCheck) -> None:
+        """Run ``check(backend, plugin)`` on every backend as it loads; it raises to refuse one."""
+        self._loader.add_check(check)
 
     def _load(self, backend: Backend, timeout: float | None = None) -> None:
         self._loader.load(backend, timeout)

@@ -28,7 +28,11 @@ from tilecore._version import docs_url
 from tilecore.cli import Command
 
 #: Extra report sections, as ``"module:function"``; one line per section.
-DOCTOR_SECTIONS: list[str] = ["tilecore.cli.cache_cmd:doctor_section", "tilecore.cli.requirements:doctor_section"]
+DOCTOR_SECTIONS: list[str] = [
+    "tilecore.cli.tilelang_check:doctor_section",
+    "tilecore.cli.requirements:doctor_section",
+    "tilecore.cli.cache_cmd:doctor_section",
+]
 
 
 @dataclass(frozen=True, slots=True)

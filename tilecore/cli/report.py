@@ -157,6 +157,10 @@ def backend_entry_in_child(name: str, distribution: str, value: str, *, doctor: 
     )
     if backend is None:
         raise SystemExit(f"no backend {name} = {value} in {distribution}")
+    if doctor:
+        from tilecore._bridge import check_loading_backend
+
+        registry.add_load_check(check_loading_backend)  # doctor reports a backend's missing tilelang seams as its load failure
     registry._load(backend)
     entries = [target_entry(backend, spec) for spec in backend.targets]
     used: list[str] = []

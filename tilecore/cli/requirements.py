@@ -1,9 +1,10 @@
-"""The "installed versions" section of ``tilecore doctor``: each backend's declared ranges hold.
+"""The "installed versions" section of ``tilecore doctor``: each backend's tilecore range holds.
 
 pip only warns when ``pip install -U tilecore`` moves tilecore outside the range a backend
 declares (``tilecore>=0.2,<0.3``), and the backend may still import; doctor makes that a
-problem (exit 1) with the pair to install.  Checked from installed metadata only: the
-requirements on tilecore and tilelang of every backend distribution in the report.
+problem (exit 1) with the pair to install.  Checked from installed metadata only.  A backend's
+tilelang range is the ``tilelang`` section's (:mod:`tilecore.cli.tilelang_check`), which knows the
+check mode (``TILECORE_TILELANG_CHECK=seams`` accepts an untested tilelang).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import importlib.metadata
 from typing import Any
 
 #: The distributions whose installed version is checked against each backend's requirement.
-CHECKED = ("tilecore", "tilelang")
+CHECKED = ("tilecore",)
 
 
 def problems(distributions: list[str]) -> list[str]:

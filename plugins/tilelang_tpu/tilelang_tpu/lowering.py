@@ -245,6 +245,92 @@ def _shape_vars(declared: list[Any]) -> list[Any]:
     return found
 
 
+#: Every tilelang pass :func:`_passes` calls, with the parameters it always passes: the plugin
+#: declares them (``tilecore_tilelang_seams``) and tilecore checks them when the backend loads, so
+#: a tilelang release that renames a pass or drops a parameter is a named error, not a TypeError
+#: in the middle of a compile.  Parameters used only where tilelang has them are capability
+#: checks (:func:`_launch_options`), not declarations.
+TILELANG_SEAMS: dict[str, tuple[str, ...]] = {
+    "tilelang.transform:MaterializeKernelLaunch": ("lower_thread_binding",),
+    "tilelang.transform:LetInline": (),
+    "tilelang.transform:AddWrapperForSingleBufStore": (),
+    "tilelang.transform:LegalizeNegativeIndex": (),
+    "tilelang.transform:InjectAssumes": (),
+    "tilelang.transform:Simplify": (),
+    "tilelang.transform:IfStmtBinding": (),
+    "tilelang.transform:LowerOpaqueBlock": (),
+    "tilelang.transform:AnnotateDeviceRegions": (),
+    "tilelang.transform:SplitHostDevice": (),
+    "tilelang.transform:MakePackedAPI": (),
+    "tilelang.transform:LowerDeviceKernelLaunch": (),
+    "tvm.tirx.transform:BindTarget": (),
+    "tvm.tirx.transform:NarrowDataType": (),
+    "tvm.tirx.transform:AnnotateEntryFunc": (),
+}
+
+
+def _launch_options() -> dict[str, Any]:
+    """``MaterializeKernelLaunch`` options the installed tilelang knows.
+
+    tilelang 0.1.15 added ``unsupported_annotations`` (refuse ``cluster_dims``, which has no
+    meaning on a TPU core); 0.1.14 has no such parameter and keeps the annotation, which the
+    codegen never reads.
+    """
+    from tilecore.upstream import accepts
+
+    if accepts("tilelang.transform:MaterializeKernelLaunch", "unsupported_annotations"):
+        return {"unsupported_annotations": ["cluster_dims"]}
+    return {}
+
+
+#: Loop variables ``MaterializeKernelLaunch`` names after the thread axes.
+_THREAD_LOOP_VARS = frozenset({"tx", "ty", "tz"})
+
+
+def _drop_unit_thread_loops(func: Any) -> Any:
+    """Remove the one-trip ``tx``/``ty``/``tz`` loops some tilelang releases leave around the grid.
+
+    With ``lower_thread_binding=False``, tilelang 0.1.14 keeps each thread axis as a serial loop of
+    extent 1 inside the block loops (0.1.15 emits none).  They change nothing but hide the grid's
+    innermost loop from pipelining and the multi-core split, so they go here, whatever the release.
+    """
+    from tvm import tirx
+
+    def drop(node: Any) -> Any:
+        if (
+            isinstance(node, tirx.For)
+            and node.loop_var.name in _THREAD_LOOP_VARS
+            and isinstance(node.extent, tirx.IntImm)
+            and node.extent.value == 1
+            and isinstance(node.min, tirx.IntImm)
+            and node.min.value == 0
+        ):
+            return tirx.stmt_functor.substitute(node.body, {node.loop_var: tirx.const(0, node.loop_var.dtype)})
+        return None
+
+    return func.with_body(tirx.stmt_functor.ir_transform(func.body, None, drop, ["tirx.For"]))
+
+
+def _fold_infinities(func: Any) -> Any:
+    """Fold ``T.infinity(dtype)`` and ``T.infinity(dtype) * c`` into float constants.
+
+    tilelang 0.1.15's frontend writes ``-T.infinity(dtype)`` as the constant ``-inf``; 0.1.14 leaves
+    the call times ``-1.0``.  The code generator recognises constants (the identity of a max
+    reduction, a fill value), so both spellings become the constant, whatever the release.
+    """
+    from tvm import tirx
+
+    def fold(node: Any) -> Any:
+        if isinstance(node, tirx.Call) and str(getattr(node.op, "name", "")) in ("tl.infinity", "tirx.infinity"):
+            return tirx.FloatImm(node.dtype, float("inf"))
+        constants = isinstance(node, tirx.Mul) and isinstance(node.a, tirx.FloatImm) and isinstance(node.b, tirx.FloatImm)
+        if constants and float("inf") in (abs(node.a.value), abs(node.b.value)) and 0.0 not in (node.a.value, node.b.value):
+            return tirx.FloatImm(node.dtype, node.a.value * node.b.value)
+        return None
+
+    return func.with_body(tirx.stmt_functor.ir_transform(func.body, None, fold, ["tirx.Call", "tirx.Mul"]))
+
+
 def _passes(mod: Any, dummy: Any) -> Any:
     import tilelang.transform as tl
     from tvm import tirx
@@ -255,7 +341,9 @@ def _passes(mod: Any, dummy: Any) -> Any:
     _refuse_thread_indexing(mod)
     mod = tirx.transform.BindTarget(dummy)(mod)
     # T.Kernel grid -> serial loops over the block indices (a TPU core walks the grid).
-    mod = tl.MaterializeKernelLaunch(lower_thread_binding=False, unsupported_annotations=["cluster_dims"])(mod)
+    mod = tl.MaterializeKernelLaunch(lower_thread_binding=False, **_launch_options())(mod)
+    mod = _map_prim_funcs(mod, _drop_unit_thread_loops)
+    mod = _map_prim_funcs(mod, _fold_infinities)
     # Mark those loops now, while they are known for sure: tpu:cores=N splits them over cores.
     mod = mark_grid_loops(mod)
     if should_force_let_inline():

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tilecore import CompiledKernel, KernelAdapter, ResolvedTarget, TargetSpec, TensorParam, Toolchain, hookimpl
 from tilelang_tpu import __version__
+from tilelang_tpu.lowering import TILELANG_SEAMS
 
 if TYPE_CHECKING:
     import torch
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
     from tvm.target import Target
 
 tilecore_api_version = "1.0"
+#: The tilelang passes this backend's lowering calls; tilecore checks them when the backend loads.
+tilecore_tilelang_seams = TILELANG_SEAMS
 
 
 @hookimpl
