@@ -80,7 +80,7 @@ WINDOW_BIN      := $(WINDOW_VENV)/bin
 $(WINDOW_VENV)/.installed: pyproject.toml examples/democpu/pyproject.toml plugins/*/pyproject.toml
 	$(PYTHON) -m venv $(WINDOW_VENV)
 	$(WINDOW_BIN)/pip install -q --upgrade pip
-	$(WINDOW_BIN)/pip install -q "$(TORCH)"
+	$(WINDOW_BIN)/pip install -q "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(WINDOW_BIN)/pip install -q "tilelang==$(WINDOW_TILELANG)" ".[remote]" ./examples/democpu ./plugins/tilelang_cuda ./plugins/tilelang_hip ./plugins/tilelang_tpu pytest pytest-xdist hypothesis
 	touch $@
 
