@@ -1,0 +1,104 @@
+"""Why BM1690 emulator start-ups hung under concurrency, and the lock that prevents it.
+
+Worker side (stdlib only).  ``tpuRtSetDevice`` starts the emulated device's
+daemon on a TCP port: ``find_available_port`` (``libtpuv7_rt.so``) binds
+``0.0.0.0:10000``, ``10001``, ... and *closes* the first socket that binds,
+and the daemon (``libcdm_daemon_emulator.so``) later binds ``127.0.0.1`` on
+that port and listens; the runtime then connects to ``127.0.0.1:port``.
+Between the probe and the daemon's bind nothing holds the port, so two
+processes starting at once can pick the same one.  The loser's daemon fails
+(``[ap] bind tcp server IP:127.0.0.1, port:10023 failed, errno:98``,
+``EADDRINUSE``) and its runtime connects to the *winner's* daemon: the
+stream creation waits forever for a reply that goes to another process
+(the hang, found with gdb in ``find_response_id`` < ``sg_stream_create``),
+or crashes on the other emulator's addresses (the SIGSEGVs).
+
+SophGo's own start-up lock (:mod:`tilelang_tpu.device_lock`) is meant to
+serialise this section but does not: ``unlock_port`` removes the segment
+(``IPC_RMID``) while waiters are still attached, a newcomer then creates a
+fresh, unlocked segment under the same key, and two processes are inside
+the section at once (the loser's log shows ``unlock_port: error happened
+when shmctl``).  And a private System V IPC namespace does not help: the
+ports are shared through the network namespace.
+
+So every tilelang-tpu worker takes :func:`held` around the emulator's
+start: a Linux abstract unix socket name.  Binding it succeeds for one
+process at a time; the kernel releases it when the holder closes it or
+dies (no file, no stale state, nothing in ``/tmp``), and its scope, the
+network namespace, is exactly the scope of the ports it protects.
+Processes that do not take it (other SophGo programs) can still collide:
+the worker then notices the daemon's bind failure in its own log and
+exits, and the parent starts it again (:mod:`tilelang_tpu.pool`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import random
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+#: The abstract socket name (leading NUL: not a file) held while an emulator starts.
+NAME = b"\0tilelang-tpu/bm1690-emulator-start"
+#: What the emulator's daemon prints when another process already listens on its port.
+COLLISION_MARK = b"bind tcp server"
+#: Exit status of a worker that saw its emulator lose the port to another process.
+EXIT_PORT_COLLISION = 75
+
+
+@contextlib.contextmanager
+def held(wait_s: float, waiting: Callable[[float], None] | None = None, beat_s: float = 2.0) -> Iterator[bool]:
+    """Hold the start lock (yields True), or give up after ``wait_s`` seconds (yields False).
+
+    ``waiting(seconds_waited)`` is called every ``beat_s`` seconds while another
+    process holds it (the worker reports it to its parent as progress).
+    """
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    started = time.monotonic()
+    beat = started + beat_s
+    acquired = False
+    try:
+        while True:
+            try:
+                sock.bind(NAME)
+                acquired = True
+                break
+            except OSError as err:
+                if err.errno != errno.EADDRINUSE:
+                    break  # no abstract sockets here: go on unlocked, as SophGo's code would
+            now = time.monotonic()
+            if now - started >= wait_s:
+                break
+            if waiting is not None and now >= beat:
+                waiting(now - started)
+                beat = now + beat_s
+            time.sleep(random.uniform(0.01, 0.05))
+        yield acquired
+    finally:
+        sock.close()
+
+
+def watch_for_collision(log_path: str) -> Callable[[], None]:
+    """Exit the process with :data:`EXIT_PORT_COLLISION` as soon as ``log_path`` (the worker's
+    own output) shows the daemon's bind failure; returns a function that stops watching."""
+    stop = threading.Event()
+
+    def watch() -> None:
+        with contextlib.suppress(OSError), open(log_path, "rb") as log:
+            seen = b""
+            while not stop.wait(0.1):
+                seen = seen[-200:] + log.read()
+                if COLLISION_MARK in seen and b"failed" in seen.split(COLLISION_MARK, 1)[1][:80]:
+                    os.write(
+                        2,
+                        b"\ntilelang-tpu worker: another process took the emulator's TCP port (EADDRINUSE); "
+                        b"exiting so that the parent starts a new worker\n",
+                    )
+                    os._exit(EXIT_PORT_COLLISION)
+
+    threading.Thread(target=watch, name="tilelang-tpu-port-watch", daemon=True).start()
+    return stop.set
