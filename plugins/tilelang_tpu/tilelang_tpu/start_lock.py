@@ -25,7 +25,10 @@ So every tilelang-tpu worker takes :func:`held` around the emulator's
 start: a Linux abstract unix socket name.  Binding it succeeds for one
 process at a time; the kernel releases it when the holder closes it or
 dies (no file, no stale state, nothing in ``/tmp``), and its scope, the
-network namespace, is exactly the scope of the ports it protects.
+network namespace, is exactly the scope of the ports it protects.  The
+holder lets it go as soon as its daemon listens on ``127.0.0.1`` (seen in
+``/proc/self/net/tcp``), not at the end of the start: the rest of the start
+(memory, 85 threads) runs in parallel with the next process's.
 Processes that do not take it (other SophGo programs) can still collide:
 the worker then notices the daemon's bind failure in its own log and
 exits, and the parent starts it again (:mod:`tilelang_tpu.pool`).
@@ -50,9 +53,27 @@ COLLISION_MARK = b"bind tcp server"
 EXIT_PORT_COLLISION = 75
 
 
+class StartLock:
+    """The start lock, held from :func:`held` until :meth:`release` (or the end of the ``with``)."""
+
+    def __init__(self, sock: socket.socket | None) -> None:
+        self._sock = sock
+        self._guard = threading.Lock()
+
+    @property
+    def acquired(self) -> bool:
+        return self._sock is not None
+
+    def release(self) -> None:
+        with self._guard:
+            if self._sock is not None:
+                self._sock.close()
+                self._sock = None
+
+
 @contextlib.contextmanager
-def held(wait_s: float, waiting: Callable[[float], None] | None = None, beat_s: float = 2.0) -> Iterator[bool]:
-    """Hold the start lock (yields True), or give up after ``wait_s`` seconds (yields False).
+def held(wait_s: float, waiting: Callable[[float], None] | None = None, beat_s: float = 2.0) -> Iterator[StartLock]:
+    """Hold the start lock, or give up waiting after ``wait_s`` seconds (``acquired`` is then False).
 
     ``waiting(seconds_waited)`` is called every ``beat_s`` seconds while another
     process holds it (the worker reports it to its parent as progress).
@@ -61,36 +82,61 @@ def held(wait_s: float, waiting: Callable[[float], None] | None = None, beat_s: 
     started = time.monotonic()
     beat = started + beat_s
     acquired = False
-    try:
-        while True:
-            try:
-                sock.bind(NAME)
-                acquired = True
-                break
-            except OSError as err:
-                if err.errno != errno.EADDRINUSE:
-                    break  # no abstract sockets here: go on unlocked, as SophGo's code would
-            now = time.monotonic()
-            if now - started >= wait_s:
-                break
-            if waiting is not None and now >= beat:
-                waiting(now - started)
-                beat = now + beat_s
-            time.sleep(random.uniform(0.01, 0.05))
-        yield acquired
-    finally:
+    while True:
+        try:
+            sock.bind(NAME)
+            acquired = True
+            break
+        except OSError as err:
+            if err.errno != errno.EADDRINUSE:
+                break  # no abstract sockets here: go on unlocked, as SophGo's code would
+        now = time.monotonic()
+        if now - started >= wait_s:
+            break
+        if waiting is not None and now >= beat:
+            waiting(now - started)
+            beat = now + beat_s
+        time.sleep(random.uniform(0.005, 0.02))
+    if not acquired:
         sock.close()
+    lock = StartLock(sock if acquired else None)
+    try:
+        yield lock
+    finally:
+        lock.release()
 
 
-def watch_for_collision(log_path: str) -> Callable[[], None]:
-    """Exit the process with :data:`EXIT_PORT_COLLISION` as soon as ``log_path`` (the worker's
-    own output) shows the daemon's bind failure; returns a function that stops watching."""
+def _listening_on_loopback() -> bool:
+    """Whether this process has a TCP socket listening on 127.0.0.1 (the emulator daemon's)."""
+    inodes = set()
+    with contextlib.suppress(OSError):
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/self/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+    if not inodes:
+        return False
+    with contextlib.suppress(OSError), open("/proc/self/net/tcp") as table:
+        next(table, None)
+        for row in table:
+            fields = row.split()
+            # local address 0100007F:PORT (127.0.0.1, little-endian hex), state 0A (LISTEN), inode
+            if len(fields) > 9 and fields[1].startswith("0100007F:") and fields[3] == "0A" and fields[9] in inodes:
+                return True
+    return False
+
+
+def watch(lock: StartLock, log_path: str) -> Callable[[], None]:
+    """While the emulator starts: release ``lock`` once its daemon listens, and exit the process
+    with :data:`EXIT_PORT_COLLISION` as soon as ``log_path`` (the worker's own output) shows the
+    daemon's bind failure.  Returns a function that stops watching."""
     stop = threading.Event()
 
-    def watch() -> None:
+    def run() -> None:
         with contextlib.suppress(OSError), open(log_path, "rb") as log:
             seen = b""
-            while not stop.wait(0.1):
+            while not stop.wait(0.01):
                 seen = seen[-200:] + log.read()
                 if COLLISION_MARK in seen and b"failed" in seen.split(COLLISION_MARK, 1)[1][:80]:
                     os.write(
@@ -99,6 +145,8 @@ def watch_for_collision(log_path: str) -> Callable[[], None]:
                         b"exiting so that the parent starts a new worker\n",
                     )
                     os._exit(EXIT_PORT_COLLISION)
+                if lock.acquired and _listening_on_loopback():
+                    lock.release()  # the port is ours now: the next process may pick its own
 
-    threading.Thread(target=watch, name="tilelang-tpu-port-watch", daemon=True).start()
+    threading.Thread(target=run, name="tilelang-tpu-start-watch", daemon=True).start()
     return stop.set

@@ -84,7 +84,8 @@ class Tpuv7Device:
         started = time.perf_counter()
         # One emulator start at a time on this machine (network namespace): two at once can pick the
         # same TCP port and then talk to each other's daemon, which hangs or crashes (start_lock.py).
-        with start_lock.held(START_LOCK_WAIT_S, waiting) as self.start_locked:
+        with start_lock.held(START_LOCK_WAIT_S, waiting) as lock:
+            self.start_locked = lock.acquired
             self.startup_seconds["start_lock_wait"] = time.perf_counter() - started
             started = time.perf_counter()
             #: The dead holder's lock this worker released before starting (None: there was none).
@@ -97,7 +98,8 @@ class Tpuv7Device:
             )
             # A process that ignores the lock (another SophGo program) can still take the port: the
             # daemon says so in this worker's output, and the worker exits to be started again.
-            stop_watching = start_lock.watch_for_collision(f"/proc/{os.getpid()}/fd/2")
+            # The lock is released as soon as the daemon listens on its port (start_lock.watch).
+            stop_watching = start_lock.watch(lock, f"/proc/{os.getpid()}/fd/2")
             try:
                 for step, call in steps:
                     started = time.perf_counter()
