@@ -118,13 +118,18 @@ def _all_pids() -> list[int]:
     return [int(name) for name in os.listdir("/proc") if name.isdigit()]
 
 
-def descendants(root: int) -> dict[int, str | None]:
-    """Every live process under ``root`` (pid -> start time, to tell a reused pid apart)."""
+def _children_map() -> dict[int, list[int]]:
     children: dict[int, list[int]] = {}
     for pid in _all_pids():
         parent = _ppid(pid)
         if parent is not None:
             children.setdefault(parent, []).append(pid)
+    return children
+
+
+def descendants(root: int) -> dict[int, str | None]:
+    """Every live process under ``root`` (pid -> start time, to tell a reused pid apart)."""
+    children = _children_map()
     found: dict[int, str | None] = {}
     stack = [root]
     while stack:
@@ -206,9 +211,11 @@ def one_round(index: int, args: argparse.Namespace, root: Path, env: dict[str, s
                                 env=run_env, cwd=root)  # fmt: skip
         children.append((proc, out))
     result.started = len(children)
-    kill_parent_at = {proc.pid: started + rng.uniform(0.5, args.kill_window) for proc, _ in children if rng.random() < args.kill_parents}
+    doomed = rng.sample([proc for proc, _ in children], k=round(args.kill_parents * len(children)))
+    kill_parent_at = {proc.pid: started + rng.uniform(0.5, args.kill_window) for proc in doomed}
     worker_kill_at: dict[int, float] = {}
     workers_hit: set[str] = set()
+    ignored: set[int] = set()
     killed_trees: list[tuple[float, dict[int, str | None]]] = []
     killed_parents: set[int] = set()
     deadline = started + args.deadline
@@ -222,9 +229,14 @@ def one_round(index: int, args: argparse.Namespace, root: Path, env: dict[str, s
                 killed_trees.append((now, tree))
                 result.parents_killed += 1
                 del kill_parent_at[proc.pid]
-        for pid in run_workers(str(caches)):
+        kids = _children_map()
+        live = [proc.pid for proc, _ in children if proc.poll() is None]
+        for pid, parent in ((w, str(c)) for c in live for w in kids.get(c, []) if w not in ignored):
+            if pid not in worker_kill_at and "tilelang_tpu.worker" not in (command := _cmdline(pid)):
+                if "child.py" not in command:  # ppl-compile, gcc, ... (not a worker between fork and exec)
+                    ignored.add(pid)
+                continue
             # At most one worker kill per interpreter: a start is retried once, a lost launch once by the child.
-            parent = _environ(pid).get("TILELANG_TPU_PARENT_PID", "")
             if pid not in worker_kill_at:
                 chosen = parent not in workers_hit and rng.random() < args.kill_workers
                 worker_kill_at[pid] = now + rng.uniform(0.0, args.worker_kill_delay) if chosen else float("inf")
@@ -235,7 +247,7 @@ def one_round(index: int, args: argparse.Namespace, root: Path, env: dict[str, s
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
                     result.workers_killed += 1
-        time.sleep(0.05)
+        time.sleep(0.2)
     for proc, _ in children:
         if proc.poll() is None:  # a hang: still running at the deadline
             result.hangs += 1
@@ -282,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--procs", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--kill-parents", type=float, default=0.2, help="share of interpreters killed (kill -9)")
+    parser.add_argument("--kill-parents", type=float, default=0.2, help="share of interpreters killed (kill -9), rounded")
     parser.add_argument("--kill-workers", type=float, default=0.2, help="share of emulator workers killed (kill -9)")
     parser.add_argument("--kill-window", type=float, default=30.0, help="interpreters are killed within this many seconds")
     parser.add_argument("--worker-kill-delay", type=float, default=8.0, help="a chosen worker is killed within this many s")
