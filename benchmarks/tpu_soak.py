@@ -13,8 +13,9 @@ that loses its worker (``KernelFaultError``) is retried on the same kernel
 object, which must then work.
 
 While they run, the harness ``kill -9``s a random --kill-parents share of the
-interpreters (at a random moment: importing, compiling, while their worker
-starts, or launching) and a random --kill-workers share of the emulator
+interpreters (half at a random moment within --kill-window seconds: importing,
+compiling, ...; half within 2 s of their worker's appearance, while it starts
+or launches) and a random --kill-workers share of the emulator
 workers (at most one per interpreter, within --worker-kill-delay seconds of
 its appearance: during its start or a launch).  Then it counts:
 
@@ -212,7 +213,10 @@ def one_round(index: int, args: argparse.Namespace, root: Path, env: dict[str, s
         children.append((proc, out))
     result.started = len(children)
     doomed = rng.sample([proc for proc, _ in children], k=round(args.kill_parents * len(children)))
-    kill_parent_at = {proc.pid: started + rng.uniform(0.5, args.kill_window) for proc in doomed}
+    # Half of them at a random moment (importing, compiling, ...), half right after their worker appears
+    # (the worker is then starting: the case that left spinning orphans).
+    kill_parent_at = {proc.pid: started + rng.uniform(0.5, args.kill_window) for proc in doomed[: len(doomed) // 2]}
+    kill_with_worker = {proc.pid for proc in doomed[len(doomed) // 2 :]}
     worker_kill_at: dict[int, float] = {}
     workers_hit: set[str] = set()
     ignored: set[int] = set()
@@ -236,6 +240,9 @@ def one_round(index: int, args: argparse.Namespace, root: Path, env: dict[str, s
                 if "child.py" not in command:  # ppl-compile, gcc, ... (not a worker between fork and exec)
                     ignored.add(pid)
                 continue
+            if int(parent) in kill_with_worker:
+                kill_with_worker.discard(int(parent))
+                kill_parent_at[int(parent)] = now + rng.uniform(0.0, 2.0)
             # At most one worker kill per interpreter: a start is retried once, a lost launch once by the child.
             if pid not in worker_kill_at:
                 chosen = parent not in workers_hit and rng.random() < args.kill_workers
