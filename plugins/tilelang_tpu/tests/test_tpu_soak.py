@@ -1,7 +1,7 @@
 """The short soak run (benchmarks/tpu_soak.py): concurrent first starts, compiles and launches on
 tpu and democpu in fresh interpreters with random kill -9 of interpreters and workers; no hang, no
 orphan, every surviving result correct, nothing left behind.  The long run's numbers are in
-docs/benchmarks/tpu.md."""
+docs/benchmarks/tpu-reliability.md."""
 
 from __future__ import annotations
 

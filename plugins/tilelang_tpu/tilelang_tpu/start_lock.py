@@ -72,17 +72,18 @@ class StartLock:
 
 
 @contextlib.contextmanager
-def held(wait_s: float, waiting: Callable[[float], None] | None = None, beat_s: float = 2.0) -> Iterator[StartLock]:
+def held(wait_s: float, waiting: Callable[[float], None] | None = None, beat_s: float = 2.0, enabled: bool = True) -> Iterator[StartLock]:
     """Hold the start lock, or give up waiting after ``wait_s`` seconds (``acquired`` is then False).
 
     ``waiting(seconds_waited)`` is called every ``beat_s`` seconds while another
     process holds it (the worker reports it to its parent as progress).
+    ``enabled=False`` does not take it (to reproduce the race).
     """
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     started = time.monotonic()
     beat = started + beat_s
     acquired = False
-    while True:
+    while enabled:
         try:
             sock.bind(NAME)
             acquired = True

@@ -27,6 +27,9 @@ from tilelang_tpu import device_lock, start_lock
 #: Longest wait (seconds) for the start lock (start_lock.py) before starting without it: its
 #: holder's parent stops a start that makes no progress long before this.
 START_LOCK_WAIT_S = 120.0
+#: ``TILELANG_TPU_START_LOCK=0`` starts without the lock: only to reproduce the port race
+#: (benchmarks/tpu_start_race.py --without-lock), never needed otherwise.
+START_LOCK_ENV = "TILELANG_TPU_START_LOCK"
 
 #: ctypes of a scalar kernel argument by dtype, and of a device address: tilelang_tpu.abi's
 #: SCALAR_TYPES / ENTRY_ARG_CTYPE, repeated here to keep the worker process free of torch.
@@ -84,7 +87,7 @@ class Tpuv7Device:
         started = time.perf_counter()
         # One emulator start at a time on this machine (network namespace): two at once can pick the
         # same TCP port and then talk to each other's daemon, which hangs or crashes (start_lock.py).
-        with start_lock.held(START_LOCK_WAIT_S, waiting) as lock:
+        with start_lock.held(START_LOCK_WAIT_S, waiting, enabled=os.environ.get(START_LOCK_ENV) != "0") as lock:
             self.start_locked = lock.acquired
             self.startup_seconds["start_lock_wait"] = time.perf_counter() - started
             started = time.perf_counter()
