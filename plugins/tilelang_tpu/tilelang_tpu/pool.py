@@ -247,6 +247,10 @@ class _Worker:
                     where,
                     offset,
                 ) from None
+            except BaseException:
+                # Interrupted mid-exchange (Ctrl-C): the pipes are out of step, so this worker is never reused.
+                self._process.kill()
+                raise
             if any(len(data) != size for data, size in zip(outputs, sizes, strict=True)):
                 raise self._lost(f"the emulator worker (pid {self.pid}) died while replying ({self._reap()})", where, offset)
             faults = FAULT_LINE.findall(self._log_text(offset))
