@@ -42,6 +42,8 @@ PROGRAM = textwrap.dedent(
     worker = subprocess.Popen([sys.executable, "-m", "tilelang_tpu.worker", "bm1690", sys.argv[1]],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     ready = json.loads(worker.stdout.readline())
+    while "progress" in ready:  # another process's emulator was starting (start_lock.py)
+        ready = json.loads(worker.stdout.readline())
     worker.stdin.close()
     worker.wait(timeout=60)
     after = device_lock.inspect()

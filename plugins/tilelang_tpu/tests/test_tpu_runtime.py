@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tilelang_tpu import __version__, runtime, setup
+from tilelang_tpu import __version__, pool, runtime, setup
 from tilelang_tpu.target import PCIE_UNSUPPORTED
 
 import tilecore
@@ -236,7 +236,7 @@ def test_idle_workers_are_stopped(toolchain: setup.TpuToolchain, chip_kernels: d
 def test_worker_pool_is_bounded(toolchain: setup.TpuToolchain, chip_kernels: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     if toolchain.missing_libraries("bm1684x"):
         pytest.skip(f"toolchain lacks the BM1684X cmodel: {toolchain.missing_libraries('bm1684x')}")
-    monkeypatch.setattr(runtime, "MAX_WORKERS", 1)
+    monkeypatch.setattr(pool, "MAX_WORKERS", 1)
     copy = _launcher(chip_kernels["copy"]("bm1684x"), toolchain)
     scale_add = _launcher(chip_kernels["scale_add"]("bm1684x"), toolchain)
     x = torch.randn(100, 300).to(F16)

@@ -17,11 +17,19 @@ them back and frees.
 from __future__ import annotations
 
 import ctypes
+import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tilelang_tpu import device_lock
+from tilelang_tpu import device_lock, start_lock
+
+#: Longest wait (seconds) for the start lock (start_lock.py) before starting without it: its
+#: holder's parent stops a start that makes no progress long before this.
+START_LOCK_WAIT_S = 120.0
+#: ``TILELANG_TPU_START_LOCK=0`` starts without the lock: only to reproduce the port race
+#: (benchmarks/tpu_start_race.py --without-lock), never needed otherwise.
+START_LOCK_ENV = "TILELANG_TPU_START_LOCK"
 
 #: ctypes of a scalar kernel argument by dtype, and of a device address: tilelang_tpu.abi's
 #: SCALAR_TYPES / ENTRY_ARG_CTYPE, repeated here to keep the worker process free of torch.
@@ -38,7 +46,9 @@ _STATUS = {
 class Tpuv7Device:
     """Device 0 of the tpuv7 runtime (emulator build), one stream."""
 
-    def __init__(self, library_dir: str) -> None:
+    def __init__(self, library_dir: str, waiting: Callable[[float], None] | None = None) -> None:
+        """Start the runtime on device 0; ``waiting(seconds)`` is called while another process's
+        emulator is starting (see :mod:`tilelang_tpu.start_lock`)."""
         #: Seconds each start-up step took (``load``, ``tpuRtInit``, ``tpuRtSetDevice``,
         #: ``tpuRtStreamCreate``): a slow start is attributed to the step that stalled.
         self.startup_seconds: dict[str, float] = {}
@@ -75,18 +85,31 @@ class Tpuv7Device:
         # tpuRtSetDevice takes a machine-wide lock that a process dying inside it leaves locked,
         # which costs the next start on the machine 31 s (device_lock.py): release a dead holder's.
         started = time.perf_counter()
-        #: The dead holder's lock this worker released before starting (None: there was none).
-        self.stale_lock = device_lock.clear_stale()
-        self.startup_seconds["stale_lock_check"] = time.perf_counter() - started
-        steps: tuple[tuple[str, Callable[[], int]], ...] = (
-            ("tpuRtInit", lambda: int(rt.tpuRtInit())),
-            ("tpuRtSetDevice", lambda: int(rt.tpuRtSetDevice(0))),
-            ("tpuRtStreamCreate", lambda: int(rt.tpuRtStreamCreate(ctypes.byref(self._stream)))),
-        )
-        for step, call in steps:
+        # One emulator start at a time on this machine (network namespace): two at once can pick the
+        # same TCP port and then talk to each other's daemon, which hangs or crashes (start_lock.py).
+        with start_lock.held(START_LOCK_WAIT_S, waiting, enabled=os.environ.get(START_LOCK_ENV) != "0") as lock:
+            self.start_locked = lock.acquired
+            self.startup_seconds["start_lock_wait"] = time.perf_counter() - started
             started = time.perf_counter()
-            _check(call(), step)
-            self.startup_seconds[step] = time.perf_counter() - started
+            #: The dead holder's lock this worker released before starting (None: there was none).
+            self.stale_lock = device_lock.clear_stale()
+            self.startup_seconds["stale_lock_check"] = time.perf_counter() - started
+            steps: tuple[tuple[str, Callable[[], int]], ...] = (
+                ("tpuRtInit", lambda: int(rt.tpuRtInit())),
+                ("tpuRtSetDevice", lambda: int(rt.tpuRtSetDevice(0))),
+                ("tpuRtStreamCreate", lambda: int(rt.tpuRtStreamCreate(ctypes.byref(self._stream)))),
+            )
+            # A process that ignores the lock (another SophGo program) can still take the port: the
+            # daemon says so in this worker's output, and the worker exits to be started again.
+            # The lock is released as soon as the daemon listens on its port (start_lock.watch).
+            stop_watching = start_lock.watch(lock, f"/proc/{os.getpid()}/fd/2")
+            try:
+                for step, call in steps:
+                    started = time.perf_counter()
+                    _check(call(), step)
+                    self.startup_seconds[step] = time.perf_counter() - started
+            finally:
+                stop_watching()
 
     def _module(self, library: str) -> int:
         module = self._modules.get(library)

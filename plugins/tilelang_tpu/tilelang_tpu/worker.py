@@ -24,7 +24,11 @@ replies):
   followed by the tensors' bytes concatenated, in parameter order;
 * reply: ``{"ok": true}`` plus every tensor's bytes, or ``{"ok": false,
   "error": "..."}``.  The first reply (``{"ok": true, "ready": true}``) says the
-  runtime started.
+  runtime started; before it, ``{"progress": "..."}`` lines say the worker is
+  waiting for another process's emulator to start (the parent's start-up
+  deadline counts silence, not that wait).
+
+The worker dies with its parent, whatever it is doing (:mod:`tilelang_tpu.lifeline`).
 """
 
 from __future__ import annotations
@@ -33,19 +37,21 @@ import io
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO, Protocol
+
+from tilelang_tpu import lifeline
 
 
 class Device(Protocol):
     def run(self, *arguments: Any, **options: Any) -> None: ...  # library, symbol, buffers[, scalars=, cores=]
 
 
-def open_device(chip: str, library_dir: str, arguments: Sequence[str]) -> Device:
+def open_device(chip: str, library_dir: str, arguments: Sequence[str], waiting: Callable[[float], None] | None = None) -> Device:
     if chip == "bm1690":
         from tilelang_tpu.tpuv7 import Tpuv7Device
 
-        return Tpuv7Device(library_dir)
+        return Tpuv7Device(library_dir, waiting)
     if chip == "bm1684x":
         from tilelang_tpu.bmlib_worker import Bmlib
 
@@ -67,8 +73,12 @@ def _read_exact(stream: io.BufferedIOBase, size: int) -> bytearray:
 
 
 def serve(chip: str, library_dir: str, arguments: Sequence[str], requests: io.BufferedIOBase, replies: BinaryIO) -> None:
+    def waiting(seconds: float) -> None:
+        replies.write(json.dumps({"progress": f"waiting {seconds:.0f} s for another process's emulator to start"}).encode() + b"\n")
+        replies.flush()
+
     try:
-        device = open_device(chip, library_dir, arguments)
+        device = open_device(chip, library_dir, arguments, waiting)
     except Exception as err:
         replies.write(json.dumps({"ok": False, "error": f"worker start-up: {err}"}).encode() + b"\n")
         replies.flush()
@@ -76,6 +86,7 @@ def serve(chip: str, library_dir: str, arguments: Sequence[str], requests: io.Bu
     ready: dict[str, Any] = {"ok": True, "ready": True}
     # How long each start-up step took, so that the parent can tell a stalled start from a slow one.
     ready["startup"] = getattr(device, "startup_seconds", {})
+    ready["start_locked"] = getattr(device, "start_locked", None)
     stale_lock = getattr(device, "stale_lock", None)
     if stale_lock is not None:
         ready["stale_lock"] = stale_lock.describe()
@@ -101,6 +112,7 @@ def serve(chip: str, library_dir: str, arguments: Sequence[str], requests: io.Bu
 
 
 def main() -> None:
+    lifeline.die_with_parent()
     chip, library_dir, *arguments = sys.argv[1:]
     # Keep the protocol on a private duplicate of stdout, then point fd 1 at stderr so that
     # C-level prints of the emulators cannot corrupt replies.

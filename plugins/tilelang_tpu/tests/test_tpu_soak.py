@@ -1,0 +1,27 @@
+"""The short soak run (benchmarks/tpu_soak.py): concurrent first starts, compiles and launches on
+tpu and democpu in fresh interpreters with random kill -9 of interpreters and workers; no hang, no
+orphan, every surviving result correct, nothing left behind.  The long run's numbers are in
+docs/benchmarks/tpu-reliability.md."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tilelang_tpu import setup
+
+SOAK = Path(__file__).resolve().parents[3] / "benchmarks" / "tpu_soak.py"
+
+
+def test_short_soak_no_hang_no_orphan_every_result_correct(toolchain: setup.TpuToolchain) -> None:
+    command = [sys.executable, str(SOAK), "--procs", "4", "--rounds", "1", "--kill-parents", "0.25", "--kill-workers", "0.5",
+               "--kill-window", "15", "--deadline", "400", "--seed", "7", "--json"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    totals = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (totals["hangs"], totals["orphans"], totals["wrong"]) == (0, 0, 0), totals
+    assert totals["correct"] == totals["processes_started"] - totals["parents_killed"] >= 3, totals
+    assert totals["tpu_worker_starts_seen"] >= 3, totals
+    assert (totals["left_in_tmpdir_after_sweep"], totals["new_in_tmp"], totals["new_shm_segments"]) == ([], [], []), totals
+    assert done.returncode == 0, done.stderr[-2000:]
