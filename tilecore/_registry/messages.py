@@ -212,8 +212,8 @@ def malformed_options(err: Exception, spec: TargetSpec, backend: Backend) -> Mal
 
 def unknown_target(table: BackendTable, kind: str) -> UnknownTargetError:
     from tilecore._registry.known import known_distributions, known_sources
-    from tilecore._version import PROJECT_URL
     from tilecore._registry.records import State
+    from tilecore._version import PROJECT_URL
 
     declared = table.declared_targets()
     installed = [f"{s.name} ({b.owner})" for b, s in declared]

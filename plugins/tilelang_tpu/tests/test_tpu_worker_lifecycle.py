@@ -23,8 +23,8 @@ from tilelang_tpu import pool, runtime, setup
 
 import tilecore
 from tilecore import CompiledKernel, TensorParam
-from tilecore.kit.artifacts import KernelFaultError
 from tilecore._launch import Launcher
+from tilecore.kit.artifacts import KernelFaultError
 
 F32 = torch.float32
 

@@ -218,7 +218,7 @@ class _Worker:
             if scalars:
                 header["scalars"] = list(scalars)  # [slot, dtype, value] of each scalar parameter (abi.py)
             if cores > 1:
-                header["cores"] = cores  # a multi-core kernel (codegen_multicore.launch_cores)
+                header["cores"] = cores  # a multi-core kernel (grid.launch_cores)
             try:
                 self._channel.send(
                     [json.dumps(header).encode() + b"\n", *(_bytes_of(t) for t, s in zip(tensors, sizes, strict=True) if s)], deadline
