@@ -375,3 +375,25 @@ def test_malformed_target_unit_errors_are_tilecore_errors() -> None:
     ):
         with pytest.raises(TilecoreError):
             registry.resolve(bad)
+
+
+def test_target_auto_survives_a_backend_whose_import_crashes(fake_site: FakeSite) -> None:
+    """``target="auto"`` tries every backend although the user named none: one that kills the
+    interpreter at import (SIGSEGV) is probed in a fresh interpreter, recorded as failed, and the
+    process goes on with the others (it died with exit -11 before)."""
+    fake_site.add("tilelang-crashy", "0.3", "crashy_backend", "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", entry="crashy")
+    result = fake_site.run(
+        """
+        import tilecore
+        from tilecore._registry import State
+        chosen = tilecore.resolve_target("auto")
+        crashy = next(b for b in tilecore.get_registry().backends() if b.name == "crashy")
+        print("chosen", chosen.name if chosen is not None else None)
+        print("crashy", crashy.state.name, crashy.error)
+        """,
+        TILECORE_PLUGINS="crashy,democpu",
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "chosen democpu" in result.stdout, result.stdout
+    assert "crashy FAILED" in result.stdout and "crashed the interpreter (SIGSEGV)" in result.stdout
+    assert "TILECORE_PLUGINS=no:crashy" in result.stdout

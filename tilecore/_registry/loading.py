@@ -8,10 +8,13 @@ all-or-nothing: a backend that fails a check is unregistered again and declares 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 import threading
 import traceback
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pluggy
@@ -96,6 +99,26 @@ def import_plugin(backend: Backend, timeout: float | None) -> object:
 LoadCheck = Callable[[Backend, object], None]
 
 
+def probe_import(backend: Backend, timeout: float) -> BaseException | None:
+    """Import ``backend``'s entry-point module in a fresh interpreter: the error to record if that
+    crashed or hung, else ``None`` (an ordinary exception is left to the in-process import, which
+    records it with its traceback)."""
+    if backend.discovered is None:  # registered in-process: nothing to import
+        return None
+    module = backend.value.partition(":")[0]
+    command = [sys.executable, "-c", f"import importlib; importlib.import_module({module!r})"]
+    try:
+        done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return messages.import_hangs(backend, timeout)
+    except OSError:
+        return None  # no subprocess here: fall back to the in-process import under its deadline
+    if done.returncode < 0:
+        name = signal.Signals(-done.returncode).name if -done.returncode in signal.valid_signals() else str(-done.returncode)
+        return messages.import_crashes(backend, f"crashed the interpreter ({name})")
+    return None
+
+
 class Loader:
     """Imports, checks and adopts the backends of one :class:`BackendTable` into a plugin manager."""
 
@@ -114,10 +137,23 @@ class Loader:
             self.checks.append(check)
 
     def load_all(self, timeout: float | None = None) -> None:
-        """Import every allowed backend, each under the deadline (default ``TILECORE_IMPORT_TIMEOUT`` or 60 s)."""
+        """Import every allowed backend, each under the deadline (default ``TILECORE_IMPORT_TIMEOUT`` or 60 s).
+
+        The user named none of them (``target="auto"``, or a name no metadata lists), so a backend
+        whose import would kill the interpreter (a native crash) must not take this process down:
+        each is first imported in a fresh interpreter, in parallel, and only the ones that survive
+        are imported here.  (A backend the user names is imported directly: its crash is the answer.)
+        """
         deadline = import_timeout() if timeout is None else timeout
-        for backend in self.table.backends():
-            if backend.state is State.DISCOVERED:
+        pending = [backend for backend in self.table.backends() if backend.state is State.DISCOVERED]
+        with ThreadPoolExecutor(max_workers=max(1, min(len(pending), 4))) as pool:
+            verdicts = list(pool.map(lambda backend: probe_import(backend, deadline), pending))
+        for backend, verdict in zip(pending, verdicts, strict=True):
+            if verdict is not None:
+                with self.table.lock:
+                    if backend.state is State.DISCOVERED:
+                        self.fail(backend, verdict)
+            else:
                 self.load(backend, timeout=deadline)
 
     def load(self, backend: Backend, timeout: float | None = None) -> None:

@@ -81,6 +81,15 @@ def import_hangs(backend: Backend, timeout: float, where: str = "") -> BackendLo
     )
 
 
+def import_crashes(backend: Backend, how: str) -> BackendLoadError:
+    return BackendLoadError(
+        f"{backend.label}: importing {backend.value} {how} in a separate interpreter, so it was not imported here "
+        "(target='auto', and names no metadata lists, try every backend; a crash would end this process).",
+        fix=f"block it with TILECORE_PLUGINS=no:{backend.block_name} and report it to its authors; "
+        "`tilecore doctor` shows where it crashes",
+    )
+
+
 def same_entry_point(backend: Backend, twin: Backend) -> PluginValidationError:
     return PluginValidationError(
         f"{backend.label} registers the identical entry point {backend.name} = {backend.value} as {twin.label}; "
