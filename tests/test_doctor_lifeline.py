@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="
 
 
 def helpers_of(parent: int) -> list[int]:
-    """Running ``tilecore.cli.isolate`` processes whose parent is ``parent``."""
+    """Running ``tilecore.cli.child`` processes whose parent is ``parent``."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -32,7 +32,7 @@ def helpers_of(parent: int) -> list[int]:
         except OSError:
             continue
         ppid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
-        if ppid == parent and b"tilecore.cli.isolate" in cmdline:
+        if ppid == parent and b"tilecore.cli.child" in cmdline:
             found.append(int(entry.name))
     return found
 

@@ -303,7 +303,7 @@ import json, logging, os, sys, traceback
 from tilecore import cli, remote
 from tilecore.cli import envinfo
 from tilecore.cli.doctor import DoctorContext, run_sections
-from tilecore.remote.cli import doctor_section
+from tilecore.cli.cache_cmd import doctor_section
 
 logging.basicConfig(stream=sys.stderr, level=logging.DEBUG, format="%(levelname)s %(name)s %(message)s")
 source = sys.argv[2]
@@ -373,5 +373,6 @@ def test_no_credential_leaks_across_the_malformed_url_corpus(store: redis.Redis,
     assert leaks == [], [(where, outputs[where][max(0, outputs[where].find(leak) - 300) :][:600]) for where, leak in leaks]
     # The outputs are there (a test that prints nothing would pass the leak check trivially).
     assert proc.stdout.count("remote cache: ") >= len(corpus) and proc.stderr.count("tilecore remote cache") >= 5
-    assert json.loads(cli_runs[1].stdout)["sections"][0]["data"]["url"] == f"redis://127.0.0.1:{redis_server.port}/0"
+    remote_section = next(s for s in json.loads(cli_runs[1].stdout)["sections"] if s["title"] == "remote cache")
+    assert remote_section["data"]["url"] == f"redis://127.0.0.1:{redis_server.port}/0"
     assert f"redis://127.0.0.1:{redis_server.port}/0" in cli_runs[0].stdout + cli_runs[0].stderr

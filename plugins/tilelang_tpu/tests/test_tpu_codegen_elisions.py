@@ -183,7 +183,8 @@ def test_clear_before_the_k_loop(K: int, halve_first: bool) -> None:
     kernel = tilelang.compile(halving_matmul(M, N, K, BK, halve_first), target="tpu", out_idx=[2])
     src = kernel.get_kernel_source()
     assert ("tiu::fill(c," in src) is halve_first
-    assert ("ppl::enable_pipeline();" in src) is not halve_first
+    if K // BK > 1:  # (a loop of one trip is never pipelined)
+        assert ("ppl::enable_pipeline();" in src) is not halve_first
     assert bool(re.search(r"tiu::fmm2_nn\(c, a, b, \(k\w* != 0\)\);", src)) is not halve_first
     a, b = torch.randn(M, K).half(), torch.randn(K, N).half()
     a0, b0 = a.clone(), b.clone()

@@ -280,13 +280,22 @@ def _gather_by_computed_index(N: int = 64, V: int = 50, D: int = 32) -> Any:
     return computed
 
 
+def test_gather_by_computed_index_runs_per_element() -> None:
+    """``table[ids_shared[i] + 1, j]`` has no DMA gather form; it runs on the scalar unit (it was refused)."""
+    N, V, D = 64, 50, 32
+    kernel = tilelang.compile(_gather_by_computed_index(N, V, D), target="tpu", out_idx=[2])
+    table, ids = torch.randn(V, D), torch.randint(0, V - 1, (N,), dtype=torch.int32)
+    table0, ids0 = table.clone(), ids.clone()
+    torch.testing.assert_close(kernel(table, ids), table[ids.long() + 1], rtol=0, atol=0)
+    assert torch.equal(table, table0) and torch.equal(ids, ids0)
+
+
 @pytest.mark.parametrize(
     ("factory", "construct"),
     [
         (_scatter, "T.copy to table at a data-dependent position (a scatter)"),
         (_in_place_transpose, "in-place transpose of tile a"),
         (_int64_arithmetic, "T.Parallel store to int64 tile t"),
-        (_gather_by_computed_index, "row index ids_shared[i] + 1"),
     ],
 )
 def test_refused_by_name(factory: Any, construct: str) -> None:

@@ -261,10 +261,19 @@ def for_(em: EmitContext, loop: Any) -> None:
             # No vector form: the same iterations one element at a time (a performance note).
             em.lines, em.indent, em.prologue, em.hoisted_tiles, em.tiles = saved
             em.emit(f"// per-element T.Parallel (no vector form: {refusal.construct[:120]})".replace("\n", " "))
+            # ppl-compile places tiles by the live ranges of their DMA/TIU uses and does not see the
+            # scalar unit's: keep every tile the loop touches live across it (without this, a tile
+            # written element by element shared local memory with another one: a gather's output
+            # came back mostly zeros).
+            touched = sorted(em.tiles[data].name for data in element_tiles(serial) if data in em.tiles)
+            for name in touched:
+                keep_live(em, name)
             try:
                 stmt(em, serial)
             except CodegenError:
                 raise refusal from None  # the vector path's refusal names the construct and its rewrite
+            for name in touched:
+                keep_live(em, name)
             _log.info("tpu: T.Parallel runs per element (no vector form: %s)", refusal.construct)
             return
         em.scalar_synced = False

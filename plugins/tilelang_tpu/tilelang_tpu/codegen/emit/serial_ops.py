@@ -155,7 +155,7 @@ def per_element_loop(em: EmitContext, loop: Any) -> Any:
             ok[0] = False
 
     tirx.stmt_functor.post_order_visit(loop, check)
-    if not ok[0]:
+    if not ok[0] or _reads_what_another_iteration_writes(loop):
         return None
 
     def serial(node: Any) -> Any:
@@ -166,6 +166,33 @@ def per_element_loop(em: EmitContext, loop: Any) -> Any:
         return None
 
     return tirx.stmt_functor.ir_transform(loop, None, serial, ["tirx.For"])
+
+
+def _reads_what_another_iteration_writes(loop: Any) -> bool:
+    """Whether the nest loads a buffer it stores to at other indices (``a[j, i] = a[i, j]``).
+
+    The iterations of such a ``T.Parallel`` are not independent: one order of them is not one
+    of its valid schedules (an in-place transpose run in order mirrors the lower triangle), so
+    it keeps the vector path's named refusal.
+    """
+    import tvm
+    from tvm import tirx
+
+    stores: dict[Any, list[Any]] = {}
+    loads: list[Any] = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tirx.BufferStore):
+            stores.setdefault(node.buffer.data, []).append(list(node.indices))
+        elif isinstance(node, tirx.BufferLoad):
+            loads.append(node)
+
+    tirx.stmt_functor.post_order_visit(loop, visit)
+    for load in loads:
+        for indices in stores.get(load.buffer.data, []):
+            if not tvm.ir.structural_equal(list(load.indices), indices, map_free_vars=False):
+                return True
+    return False
 
 
 def emit_fill_elements(em: EmitContext, call: Any) -> None:
