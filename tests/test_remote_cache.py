@@ -24,7 +24,7 @@ import pytest
 from tilecore._version import __version__ as tilecore_version
 from tilecore.kit.paths import cache_root
 from tilecore.remote import entry, signing
-from tilecore.remote.localserver import LocalRedisServer, find_binary, free_port
+from tilecore.remote.localserver import LocalRedisServer, free_port
 from tilecore.remote.url import RemoteURLError, parse, redact
 
 redis = pytest.importorskip("redis", reason="the redis client is tilecore[remote]'s dependency")
@@ -42,14 +42,6 @@ HAVE_TPU = importlib.util.find_spec("tilelang_tpu") is not None and TPU_TOOLCHAI
 # ----------------------------------------------------------------------------------------
 # Fixtures: one real server per session, an empty database per test
 # ----------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRedisServer]:
-    if find_binary() is None:
-        pytest.skip("no redis-server binary on PATH or at /usr/bin/redis-server (make test installs Debian's redis-server)")
-    with LocalRedisServer(tmp_path_factory.mktemp("redis")) as server:
-        yield server
 
 
 @pytest.fixture

@@ -30,7 +30,7 @@ from misbehaving_server import Misbehaving
 
 from tilecore import remote
 from tilecore.remote import entry
-from tilecore.remote.localserver import LocalRedisServer, find_binary
+from tilecore.remote.localserver import LocalRedisServer
 
 redis = pytest.importorskip("redis", reason="the redis client is tilecore[remote]'s dependency")
 
@@ -38,14 +38,6 @@ KEY_A = "a" * 32
 KEY_B = "b" * 32
 VERSIONS = {"tilelang": "0.1.15", "backend": "tilelang-democpu==0.1.0"}
 WORKER = Path(__file__).with_name("remote_worker.py")
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRedisServer]:
-    if find_binary() is None:
-        pytest.skip("no redis-server binary on PATH or at /usr/bin/redis-server (make test installs Debian's redis-server)")
-    with LocalRedisServer(tmp_path_factory.mktemp("redis")) as server:
-        yield server
 
 
 @pytest.fixture
