@@ -146,6 +146,9 @@ def test_incompatible_api_major_is_refused(site) -> None:
     assert isinstance(info.value.__cause__, IncompatibleBackendError)
     text = str(info.value)
     assert "tilelang-future 9.0" in text and "API 2.0" in text and "API 1.1" in text and "for API 1.x" in info.value.fix
+    # The cause is quoted once and its fix said once (it was quoted with its fix, then the fix repeated).
+    assert text.count("for API 1.x") == 1 and text.count("Fix:") == 1, text
+    assert "target 'futuret'" in text and text.endswith("or block it with TILECORE_PLUGINS=no:futuret"), text
 
 
 def test_missing_api_version_is_refused(site) -> None:
@@ -200,14 +203,27 @@ def test_policy_allow_block_and_autoload_off(site) -> None:
     site.add("tilelang-good", "1.0", unique("good"), backend_source("goodt"), entry="goodt")
     blocked = make_registry(TILECORE_PLUGINS="no:goodt")
     assert ours(blocked)["goodt"].state is State.BLOCKED
-    with pytest.raises(UnknownTargetError, match="blocked by TILECORE_PLUGINS=no:goodt"):
-        blocked.resolve("goodt")
     off = make_registry(TILECORE_DISABLE_PLUGIN_AUTOLOAD="1")
     assert ours(off)["goodt"].state is State.BLOCKED
     named = make_registry(TILECORE_DISABLE_PLUGIN_AUTOLOAD="1", TILECORE_PLUGINS="goodt")
     assert named.resolve("goodt") is not None
     allow_other = make_registry(TILECORE_PLUGINS="somethingelse")
     assert ours(allow_other)["goodt"].state is State.BLOCKED
+    by_dist = make_registry(TILECORE_PLUGINS="no:tilelang-good")
+    # A known target of a blocked backend is that backend's load error (not "unknown target"): it names the
+    # target, distribution and version, the cause once and the one setting to change.
+    for registry, cause, fix in (
+        (blocked, "blocked by TILECORE_PLUGINS=no:goodt", "remove no:goodt from TILECORE_PLUGINS"),
+        (by_dist, "blocked by TILECORE_PLUGINS=no:tilelang-good", "remove no:tilelang-good from TILECORE_PLUGINS"),
+        (off, "autoload disabled by TILECORE_DISABLE_PLUGIN_AUTOLOAD", "set TILECORE_PLUGINS=goodt, or unset TILECORE_DISABLE_PLUGIN_AUTOLOAD"),
+        (allow_other, "not in the TILECORE_PLUGINS allow-list (somethingelse)", "add goodt to TILECORE_PLUGINS=somethingelse"),
+    ):
+        with pytest.raises(BackendLoadError) as info:
+            registry.resolve("goodt")
+        text = str(info.value)
+        assert not isinstance(info.value, UnknownTargetError), text
+        assert text.startswith("target 'goodt' is provided by backend 'goodt' (tilelang-good 1.0), which was not loaded: "), text
+        assert text.count(cause) == 1 and info.value.fix.startswith(fix) and text.count(fix) == 1, text
 
 
 def test_explicit_register_and_validation(site) -> None:

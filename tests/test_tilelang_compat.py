@@ -89,6 +89,10 @@ def test_a_backend_outside_its_range_is_refused_by_name_while_the_others_work(fa
     refused = next(line for line in out.splitlines() if line.startswith("ERROR goodt"))
     assert "tilecore-goodt 1.0 was tested with tilelang >=9.0; the installed tilelang is 0.1.1" in refused
     assert "pip install 'tilelang>=9.0'" in refused and "TILECORE_TILELANG_CHECK=seams" in refused
+    # The backend's load error (not "unknown target"), naming the target, its cause and fix once each.
+    assert refused.split()[2] == "BackendLoadError" and "target 'goodt' is provided by backend 'goodt' (tilecore-goodt 1.0)" in refused
+    assert refused.count("was tested with tilelang") == 1 and refused.count("Fix:") == 1, refused
+    assert refused.count("pip install 'tilelang>=9.0'") == 1 and refused.endswith("or block it with TILECORE_PLUGINS=no:goodt")
 
     seams = _run(fake_site, ["goodt"], TILECORE_TILELANG_CHECK="seams")
     assert "OK goodt" in seams and "loaded because TILECORE_TILELANG_CHECK=seams" in seams, seams

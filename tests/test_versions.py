@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -11,11 +11,6 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
 from tilecore._version import TILELANG_REQUIREMENT, supported_tilelang, tilelang_version_supported
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    tomllib = pytest.importorskip("tomli")
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECTS = sorted(p for p in ROOT.rglob("pyproject.toml") if ".venv" not in p.parts and "build" not in p.parts)

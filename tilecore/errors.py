@@ -37,7 +37,8 @@ class IncompatibleBackendError(TilecoreError):
 
 
 class BackendLoadError(TilecoreError):
-    """A backend failed to import, declare its targets or run one of its hooks.
+    """A backend failed to import, declare its targets or run one of its hooks, or was not
+    loaded because ``TILECORE_PLUGINS`` / ``TILECORE_DISABLE_PLUGIN_AUTOLOAD`` blocks it.
 
     Raised only when the user names one of the backend's targets; at other times
     the error is recorded and shown by ``tilecore list``.

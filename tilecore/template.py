@@ -18,14 +18,10 @@ import string
 import sys
 from collections.abc import Iterator
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from tilecore._version import API_VERSION, __version__, docs_url
-
-if sys.version_info >= (3, 11):
-    from importlib.resources.abc import Traversable
-else:  # Python 3.10 (the lowest supported) has it only under importlib.abc
-    from importlib.abc import Traversable
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 TEMPLATE_ROOT = ("templates", "backend")
@@ -114,7 +110,7 @@ def render(name: str) -> dict[Path, str]:
         "docs_url": docs_url("writing-a-backend.md"),
     }
     root = resources.files("tilecore")
-    for part in TEMPLATE_ROOT:  # one part per call: Python 3.10's joinpath takes a single name
+    for part in TEMPLATE_ROOT:  # one part per call: some Traversables (3.11's MultiplexedPath) take a single name
         root = root.joinpath(part)
     files: dict[Path, str] = {}
     for parts, item in _walk(root):

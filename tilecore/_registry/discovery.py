@@ -77,6 +77,15 @@ class PluginPolicy:
             return f"autoload disabled by TILECORE_DISABLE_PLUGIN_AUTOLOAD (name it in TILECORE_PLUGINS={name} to load it)"
         return None
 
+    def unblock(self, name: str, distribution: str) -> str:
+        """The fix for backend ``name`` (of ``distribution``) that this policy blocks: the one setting to change."""
+        for word in (name, distribution):
+            if word in self.blocked:
+                return f"remove no:{word} from TILECORE_PLUGINS"
+        if self.allowed:
+            return f"add {name} to TILECORE_PLUGINS={','.join(sorted(self.allowed))}, or unset TILECORE_PLUGINS"
+        return f"set TILECORE_PLUGINS={name}, or unset TILECORE_DISABLE_PLUGIN_AUTOLOAD"
+
 
 TARGETS_GROUP = "tilecore.targets"
 

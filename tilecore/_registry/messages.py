@@ -188,13 +188,15 @@ def ambiguous(kind: str, owners: list[tuple[Backend, str | None]]) -> AmbiguousT
 
 
 def failed_backend(kind: str, backend: Backend) -> BackendLoadError:
+    # backend.fix starts with the load error's own fix: the cause is quoted without it, so it is said once.
     return BackendLoadError(
-        f"target {kind!r} is provided by {backend.label}, which failed to load: {backend.error_text()}", fix=backend.fix
+        f"target {kind!r} is provided by {backend.label}, which failed to load: {backend.error_text(with_fix=False)}", fix=backend.fix
     )
 
 
-def blocked_backend(kind: str, backend: Backend) -> UnknownTargetError:
-    return UnknownTargetError(f"target {kind!r} is provided by {backend.label}, which is not loaded: {backend.reason}.", fix=backend.fix)
+def blocked_backend(kind: str, backend: Backend) -> BackendLoadError:
+    """A known target whose backend the TILECORE_PLUGINS / TILECORE_DISABLE_PLUGIN_AUTOLOAD policy keeps from loading."""
+    return BackendLoadError(f"target {kind!r} is provided by {backend.label}, which was not loaded: {backend.reason}.", fix=backend.fix)
 
 
 def listed_not_declared(kind: str, backend: Backend) -> UnknownTargetError:

@@ -44,6 +44,7 @@ class Backend:
     value: str
     state: State = State.DISCOVERED
     reason: str = ""
+    unblock: str = ""  # for a BLOCKED backend: the setting to change (PluginPolicy.unblock)
     error: BaseException | None = None
     plugin: object | None = None
     api_version: str | None = None
@@ -65,16 +66,22 @@ class Backend:
     def matches_policy_name(self, names: Iterable[str]) -> bool:
         return bool({self.name, self.distribution} & set(names))
 
-    def error_text(self) -> str:
+    def error_text(self, *, with_fix: bool = True) -> str:
+        """``Type: message`` of the load error; ``with_fix=False`` drops the " Fix: ..." a
+        :class:`TilecoreError` appends, for a text that gives :attr:`fix` on its own."""
         if self.error is None:
             return ""
-        return f"{type(self.error).__name__}: {self.error}"
+        text = str(self.error)
+        own_fix = getattr(self.error, "fix", "")
+        if not with_fix and own_fix:
+            text = text.removesuffix(f" Fix: {own_fix}")
+        return f"{type(self.error).__name__}: {text}"
 
     @property
     def fix(self) -> str:
         """What to do about a failed or blocked backend ("" when nothing is wrong)."""
         if self.state is State.BLOCKED:
-            return f"unset the TILECORE_PLUGINS / TILECORE_DISABLE_PLUGIN_AUTOLOAD setting that blocks it ({self.reason})"
+            return self.unblock or "unset TILECORE_PLUGINS and TILECORE_DISABLE_PLUGIN_AUTOLOAD"
         if self.state is not State.FAILED:
             return ""
         specific = getattr(self.error, "fix", "")
@@ -136,6 +143,7 @@ class BackendTable:
                     blocked = f"blocked by TILECORE_PLUGINS=no:{found.distribution}"
                 if blocked is not None:
                     backend.state, backend.reason = State.BLOCKED, blocked
+                    backend.unblock = self.policy.unblock(found.name, found.distribution)
                 self.entries.append(backend)
             self._discovered = True
 

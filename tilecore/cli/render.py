@@ -77,7 +77,7 @@ def render_backend(out: Writer, b: dict[str, Any], *, loaded: bool) -> None:
         out.field("reason", b["reason"], 4)
     if b["error"]:
         kind = f"{b['error_type']}: " if b["error_type"] and b["error_type"] not in ("Timeout", "Crash", "ChildError") else ""
-        out.field("error", kind + b["error"], 4)
+        out.field("error", kind + _without_own_fix(b["error"], b["fix"] if b["state"] == "failed" else None), 4)
     if b["fix"] and b["state"] == "failed":
         out.field("fix", b["fix"], 4)
     for t in b["targets"]:
@@ -99,6 +99,13 @@ def render_backend(out: Writer, b: dict[str, Any], *, loaded: bool) -> None:
                 out.field("fix", tc["fix"] or "", 6)
             else:
                 render_toolchain(out, tc, str(t["reason"]))
+
+
+def _without_own_fix(error: str, fix: str | None) -> str:
+    """A failed backend's error without the " Fix: X" its TilecoreError appended, when the ``fix:`` line
+    printed under it (the error's fix, then "; or block it ...") starts with X: the fix is said once."""
+    head, sep, own = error.rpartition(" Fix: ")
+    return head if sep and fix and " ".join(fix.split()).startswith(own) else error
 
 
 def _without_fix(text: str, fix: str | None) -> str:
