@@ -215,7 +215,11 @@ def test_policy_allow_block_and_autoload_off(site) -> None:
     for registry, cause, fix in (
         (blocked, "blocked by TILECORE_PLUGINS=no:goodt", "remove no:goodt from TILECORE_PLUGINS"),
         (by_dist, "blocked by TILECORE_PLUGINS=no:tilelang-good", "remove no:tilelang-good from TILECORE_PLUGINS"),
-        (off, "autoload disabled by TILECORE_DISABLE_PLUGIN_AUTOLOAD", "set TILECORE_PLUGINS=goodt, or unset TILECORE_DISABLE_PLUGIN_AUTOLOAD"),
+        (
+            off,
+            "autoload disabled by TILECORE_DISABLE_PLUGIN_AUTOLOAD",
+            "set TILECORE_PLUGINS=goodt, or unset TILECORE_DISABLE_PLUGIN_AUTOLOAD",
+        ),
         (allow_other, "not in the TILECORE_PLUGINS allow-list (somethingelse)", "add goodt to TILECORE_PLUGINS=somethingelse"),
     ):
         with pytest.raises(BackendLoadError) as info:
