@@ -103,6 +103,47 @@ def test_license_urls_classifiers_python(name: str) -> None:
     assert "Typing :: Typed" in project["classifiers"] and project["authors"] and project["maintainers"]
 
 
+def test_tool_targets_are_the_python_floor() -> None:
+    """ruff's target-version and mypy's python_version are Requires-Python's floor (3.11), not an older one."""
+    meta = pyproject("tilecore")
+    floor = meta["project"]["requires-python"].removeprefix(">=")
+    assert meta["tool"]["ruff"]["target-version"] == "py" + floor.replace(".", "")
+    assert meta["tool"]["mypy"]["python_version"] == floor
+    for name in PROJECTS:  # the plugins' pyprojects inherit the root's tool settings: none of their own
+        assert name == "tilecore" or not {"ruff", "mypy"} & set(pyproject(name).get("tool", {})), name
+
+
+#: Files that may name the project's public address (pyprojects, package pages, docs, code, CI).
+_URL_FILES = ("*.md", "*.toml", "*.py", "*.tmpl", "*.yml")
+
+
+def test_project_urls_are_one_canonical_set() -> None:
+    """All five distributions carry the same four Project-URLs under PROJECT_URL (Documentation: a page that
+    exists), and every address of the project written anywhere in the repository is PROJECT_URL, so the
+    one string RELEASING.md says to confirm before the first tag is the only one to change."""
+    pages = set()
+    for name in PROJECTS:
+        urls = pyproject(name)["project"]["urls"]
+        assert urls["Source"] == PROJECT_URL, (name, urls)
+        assert urls["Changelog"] == f"{PROJECT_URL}/blob/main/CHANGELOG.md" and urls["Issues"] == f"{PROJECT_URL}/issues", (name, urls)
+        page = urls["Documentation"].removeprefix(f"{PROJECT_URL}/blob/main/")
+        assert page.startswith("docs/") and (ROOT / page).is_file(), (name, urls["Documentation"])
+        pages.add(page)
+    assert len(pages) == len(PROJECTS), "each distribution's Documentation is its own page"
+    project = re.compile(r"https?://(?:www\.)?github\.com/([\w.-]+/[\w.-]*tilecore[\w.-]*)", re.IGNORECASE)
+    canonical = PROJECT_URL.removeprefix("https://github.com/")
+    seen = 0
+    for pattern in _URL_FILES:
+        for path in ROOT.rglob(pattern):
+            if {".venv", "build", "dist", ".git"} & set(path.parts) or any(p.startswith(".venv-") for p in path.parts):
+                continue
+            for found in project.findall(path.read_text(errors="replace")):
+                assert found.removesuffix(".git") == canonical, f"{path.relative_to(ROOT)} names {found}, not {PROJECT_URL}"
+                seen += 1
+    assert seen >= 20, seen  # the pyprojects alone name it 20 times
+    assert PROJECT_URL in (ROOT / "RELEASING.md").read_text() and PROJECT_URL.startswith("https://github.com/")
+
+
 def _third_party_imports(package: Path) -> set[str]:
     names = set()
     for path in package.rglob("*.py"):
