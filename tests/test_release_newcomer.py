@@ -190,14 +190,14 @@ def _doc_block(doc: str, marker: str) -> str:
 
 
 #: The tests that failed with a vendor's `acme` (the name `--tilecore-target`'s help suggests) or the
-#: guide's `minicpu` installed where the suite runs (issue 22, F7), plus the listing and doctor tests
-#: that read every installed backend.
+#: guide's `minicpu` installed where the suite runs (issue 22, F7: the lint test's `new-backend acme`;
+#: the guide's backend, before its tests renamed it), and the name checks of `new-backend`, which read
+#: every installed backend.  With both installed, 221 tests of the 21 files that list, load or name
+#: backends were run: only the first failed.
 F7_TESTS = [
     "tests/test_release_newcomer.py::test_template_is_lint_clean_standalone",
     "tests/test_template.py::test_doc_minimal_backend",
     "tests/test_release_metadata.py::test_guide_minimal_backend_packages",
-    "tests/test_release_newcomer.py::test_list_json_summary_means_one_thing",
-    "tests/test_release_newcomer.py::test_doctor_is_green_on_a_cpu_machine",
     "tests/test_template.py::test_name_validation",
 ]
 
