@@ -45,8 +45,8 @@ class CacheDirectoryError(TilecoreError):
     """A cache directory cannot be written (read-only, full, no permission): names the
     directory and the environment variable that moves it.  ``errno`` is the cause's."""
 
-    def __init__(self, message: str = "", *, fix: str = "", errno: int | None = None) -> None:
-        super().__init__(message, fix=fix)
+    def __init__(self, message: str = "", *, fix: str = "", errno: int | None = None, owner: Owner | None = None) -> None:
+        super().__init__(message, fix=fix, owner=owner)
         self.errno = errno
 
 
