@@ -170,6 +170,17 @@ def test_a_hooks_error_gets_its_owner_as_a_field_not_by_reading_its_text(site) -
     assert kept.value.owner == Owner("vendor-sdk", "7", target="x") and str(kept.value) == "target x (vendor-sdk 7): no sdk"
 
 
+def test_about_owns_an_error_whose_class_takes_no_owner_keyword() -> None:
+    class Narrow(ToolchainError):
+        def __init__(self, message: str) -> None:
+            super().__init__(message)
+
+    error = Narrow.about(Owner("tilelang-x", "1.0", target="x:o=1", kernel="k"), "broke")
+    assert error.owner == Owner("tilelang-x", "1.0", target="x:o=1", kernel="k")
+    assert str(error) == "kernel 'k' for target x:o=1 (tilelang-x 1.0): broke"
+    assert str(Narrow.about("helper", "broke")) == "helper: broke" and Narrow.about("helper", "broke").owner is None
+
+
 def test_incompatible_api_major_is_refused(site) -> None:
     site.add("tilelang-future", "9.0", unique("future"), backend_source("futuret"), entry="futuret", api="2.0")
     registry = make_registry()

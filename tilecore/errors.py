@@ -53,15 +53,16 @@ class TilecoreError(RuntimeError):
     def about(cls: type[_E], who: Owner | str | None, message: str, **kwargs: Any) -> _E:
         """The error of ``who``: an :class:`Owner` is kept as the field, a plain name starts the text
         (``None``: the registry names the backend when the error leaves a hook)."""
-        if who is None or isinstance(who, Owner):
-            return cls(message, owner=who, **kwargs)
+        if who is None or isinstance(who, Owner):  # attribute(): a subclass's __init__ may not take owner=
+            error = cls(message, **kwargs)
+            return error if who is None else error.attribute(who)
         return cls(f"{who}: {message}", **kwargs)
 
     def _text(self) -> str:
         text = f"{self.owner}: {self.message}" if self.owner is not None else self.message
         return f"{text} Fix: {self.fix}" if self.fix and self.fix not in text else text
 
-    def attribute(self, owner: Owner) -> TilecoreError:
+    def attribute(self: _E, owner: Owner) -> _E:
         """Give the error ``owner`` unless it has one (the registry does so for a hook's error); returns it."""
         if getattr(self, "owner", None) is None:  # getattr: a subclass may skip our __init__
             self.message, self.owner = getattr(self, "message", str(self)), owner
