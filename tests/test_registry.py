@@ -17,9 +17,11 @@ from tilecore import (
     AmbiguousTargetError,
     BackendLoadError,
     IncompatibleBackendError,
+    Owner,
     PluginValidationError,
     Registry,
     TargetOptionError,
+    ToolchainError,
     UnknownTargetError,
 )
 from tilecore._registry import State
@@ -136,6 +138,47 @@ def test_hook_raising_at_use_names_backend_and_chains(site) -> None:
         registry.setup(target)
     assert "tilelang-setup 3.1" in str(info.value) and "tilecore_setup" in str(info.value)
     assert isinstance(info.value.__cause__, OSError)
+
+
+def test_a_hooks_error_gets_its_owner_as_a_field_not_by_reading_its_text(site) -> None:
+    """An unowned TilecoreError leaving a hook gets the target as ``owner`` (and the text starts with it),
+    even when its text already mentions the distribution; an owned one passes through unchanged."""
+    raising = "raise ToolchainError('tilelang-owned 2.0 found no compiler', fix='install one')"
+    site.add(
+        "tilelang-owned",
+        "2.0",
+        unique("owned"),
+        "from tilecore import ToolchainError\n" + backend_source("ownedt", setup=raising),
+        entry="ownedt",
+    )
+    owned = "raise ToolchainError('no sdk', owner=Owner('vendor-sdk', '7', target='x'))"
+    site.add(
+        "tilelang-keeps",
+        "1.0",
+        unique("keeps"),
+        "from tilecore import Owner, ToolchainError\n" + backend_source("keepst", setup=owned),
+        entry="keepst",
+    )
+    registry = make_registry()
+    target = registry.resolve("ownedt:b")
+    with pytest.raises(ToolchainError) as info:
+        registry.setup(target)
+    assert info.value.owner == Owner("tilelang-owned", "2.0", target="ownedt:chip=b", backend="ownedt")
+    assert str(info.value) == "target ownedt:chip=b (tilelang-owned 2.0): tilelang-owned 2.0 found no compiler Fix: install one"
+    with pytest.raises(ToolchainError) as kept:
+        registry.setup(registry.resolve("keepst"))
+    assert kept.value.owner == Owner("vendor-sdk", "7", target="x") and str(kept.value) == "target x (vendor-sdk 7): no sdk"
+
+
+def test_about_owns_an_error_whose_class_takes_no_owner_keyword() -> None:
+    class Narrow(ToolchainError):
+        def __init__(self, message: str) -> None:
+            super().__init__(message)
+
+    error = Narrow.about(Owner("tilelang-x", "1.0", target="x:o=1", kernel="k"), "broke")
+    assert error.owner == Owner("tilelang-x", "1.0", target="x:o=1", kernel="k")
+    assert str(error) == "kernel 'k' for target x:o=1 (tilelang-x 1.0): broke"
+    assert str(Narrow.about("helper", "broke")) == "helper: broke" and Narrow.about("helper", "broke").owner is None
 
 
 def test_incompatible_api_major_is_refused(site) -> None:

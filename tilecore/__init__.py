@@ -28,6 +28,7 @@ from tilecore.errors import (
     IncompatibleBackendError,
     KernelArgumentError,
     KernelFaultError,
+    Owner,
     PluginValidationError,
     TargetOptionError,
     TilecoreError,
@@ -50,6 +51,7 @@ __all__ = [
     "KernelAdapter",
     "KernelArgumentError",
     "KernelFaultError",
+    "Owner",
     "PluginValidationError",
     "Registry",
     "ResolvedTarget",
@@ -113,10 +115,12 @@ def require_toolchain(target: object) -> Toolchain:
     if toolchain is None:
         resolved = resolve_target(target)
         owner = f" of {resolved.distribution} {resolved.version}" if resolved is not None else ""
-        raise ToolchainError(
+        error = ToolchainError(
             f"target {target!r}: backend{owner} implements no tilecore_setup hook, so it has no toolchain.",
             fix="implement tilecore_setup in the backend, or call tilecore.setup_target(), which returns None then.",
         )
+        error.owner = resolved.error_owner if resolved is not None else None  # the text names it already
+        raise error
     return toolchain
 
 

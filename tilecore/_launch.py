@@ -28,7 +28,7 @@ class Launcher:
         self.adapter = adapter
         self._inputs = tuple(i for i in range(len(kernel.params)) if i not in kernel.out_idx)
         self._device = torch.device(kernel.target.device)
-        self._where = f"kernel {kernel.name!r} for target {kernel.target} ({kernel.target.owner})"
+        self._where = kernel.error_owner
 
     def __call__(self, *args: Any) -> torch.Tensor | list[torch.Tensor] | None:
         params = self.kernel.params
@@ -42,10 +42,11 @@ class Launcher:
             given = self._inputs
         else:
             raise KernelArgumentError(
-                f"{self._where} takes {len(self._inputs)} input tensors "
+                f"takes {len(self._inputs)} input tensors "
                 f"({', '.join(params[i].describe() for i in self._inputs)})"
                 + (f" or all {len(params)} parameters" if self.kernel.out_idx else "")
-                + f", but was called with {len(args)}."
+                + f", but was called with {len(args)}.",
+                owner=self._where,
             )
         symbols: dict[str, int] = {}  # symbolic dimension -> its size in this call
         fixed_by: dict[str, tuple[int, int]] = {}  # symbolic dimension -> (argument, axis) that fixed it
@@ -65,27 +66,30 @@ class Launcher:
         if not param.shape and isinstance(value, (int, float)) and not isinstance(value, bool):
             # A scalar parameter (a 0-d param) passed as a Python number, handed to the adapter as is.
             if not param.dtype.is_floating_point and not isinstance(value, int):
-                raise KernelArgumentError(f"{self._where}: argument {slot} ({param.describe()}) is an integer scalar, got {value!r}.")
+                raise KernelArgumentError(f"argument {slot} ({param.describe()}) is an integer scalar, got {value!r}.", owner=self._where)
             return
         if not isinstance(value, torch.Tensor):
             raise KernelArgumentError(
-                f"{self._where}: argument {slot} ({param.describe()}) must be a torch.Tensor, got {type(value).__name__}."
+                f"argument {slot} ({param.describe()}) must be a torch.Tensor, got {type(value).__name__}.", owner=self._where
             )
         if value.dtype != param.dtype:
             raise KernelArgumentError(
-                f"{self._where}: argument {slot} ({param.describe()}) has dtype {value.dtype}; expected {param.dtype}. "
-                f"Convert it with .to({param.dtype})."
+                f"argument {slot} ({param.describe()}) has dtype {value.dtype}; expected {param.dtype}. "
+                f"Convert it with .to({param.dtype}).",
+                owner=self._where,
             )
         if value.device != self._device and not (value.device.type == self._device.type and self._device.index is None):
             raise KernelArgumentError(
-                f"{self._where}: argument {slot} ({param.describe()}) is on device {value.device}; this target takes "
-                f"tensors on {self._device}. Move it with .to({str(self._device)!r})."
+                f"argument {slot} ({param.describe()}) is on device {value.device}; this target takes "
+                f"tensors on {self._device}. Move it with .to({str(self._device)!r}).",
+                owner=self._where,
             )
         if not value.is_contiguous():
-            raise KernelArgumentError(f"{self._where}: argument {slot} ({param.describe()}) must be contiguous; call .contiguous().")
+            raise KernelArgumentError(f"argument {slot} ({param.describe()}) must be contiguous; call .contiguous().", owner=self._where)
         if value.dim() != len(param.shape):
             raise KernelArgumentError(
-                f"{self._where}: argument {slot} ({param.describe()}) has shape {tuple(value.shape)}; expected {len(param.shape)} dimensions."
+                f"argument {slot} ({param.describe()}) has shape {tuple(value.shape)}; expected {len(param.shape)} dimensions.",
+                owner=self._where,
             )
         for axis, (want, got) in enumerate(zip(param.shape, value.shape, strict=True)):
             if isinstance(want, str):
@@ -93,14 +97,16 @@ class Launcher:
                 first_slot, first_axis = fixed_by.setdefault(want, (slot, axis))
                 if bound != got:
                     raise KernelArgumentError(
-                        f"{self._where}: argument {slot} ({param.describe()}) has {want}={got} on axis {axis}, but argument "
+                        f"argument {slot} ({param.describe()}) has {want}={got} on axis {axis}, but argument "
                         f"{first_slot} ({self.kernel.params[first_slot].describe()}) has {want}={bound} on axis {first_axis}; "
-                        f"every tensor must give the dynamic dimension {want} the same size."
+                        f"every tensor must give the dynamic dimension {want} the same size.",
+                        owner=self._where,
                     )
             elif want != got:
                 raise KernelArgumentError(
-                    f"{self._where}: argument {slot} ({param.describe()}) has shape {tuple(value.shape)}; expected {_shape_text(param.shape)} "
-                    f"(axis {axis} is {got}, expected {want})."
+                    f"argument {slot} ({param.describe()}) has shape {tuple(value.shape)}; expected {_shape_text(param.shape)} "
+                    f"(axis {axis} is {got}, expected {want}).",
+                    owner=self._where,
                 )
 
     def _allocate(self, param: TensorParam, symbols: dict[str, int]) -> torch.Tensor:
@@ -108,7 +114,7 @@ class Launcher:
         for dim in param.shape:
             if isinstance(dim, str):
                 if dim not in symbols:
-                    raise KernelArgumentError(f"{self._where}: cannot allocate output {param.describe()}: no input fixes {dim}.")
+                    raise KernelArgumentError(f"cannot allocate output {param.describe()}: no input fixes {dim}.", owner=self._where)
                 shape.append(symbols[dim])
             else:
                 shape.append(dim)

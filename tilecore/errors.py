@@ -6,13 +6,35 @@ version) is involved, why, and what to do about it.  They all derive from
 
 The fix is also kept apart from the message in :attr:`TilecoreError.fix`, so
 ``tilecore list``/``doctor`` can show it on its own line for every failed
-backend (and ``--json`` can carry it as a field).
+backend (and ``--json`` can carry it as a field).  The backend an error
+belongs to is a field too, :attr:`TilecoreError.owner`: the text is built from
+it, and the registry gives an error raised in a hook without one its backend.
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """The backend an error belongs to: distribution, version, and the target (or backend) and kernel involved."""
+
+    distribution: str
+    version: str
+    target: str = ""
+    backend: str = ""
+    kernel: str = ""
+
+    def __str__(self) -> str:
+        what = f"target {self.target}" if self.target else f"backend {self.backend!r}"
+        return f"{f'kernel {self.kernel!r} for ' if self.kernel else ''}{what} ({self.distribution} {self.version})"
+
+
+_E = TypeVar("_E", bound="TilecoreError")
 
 
 class TilecoreError(RuntimeError):
@@ -20,12 +42,33 @@ class TilecoreError(RuntimeError):
 
     ``fix`` is what the user should do, in one sentence, or ``""`` when the
     message says it already (it is appended to the message when given).
+    ``owner`` is the backend the error belongs to; the text starts with it.
     """
 
-    def __init__(self, message: str = "", *, fix: str = "") -> None:
-        self.fix = fix
-        text = f"{message} Fix: {fix}" if fix and fix not in message else message
-        super().__init__(text)
+    def __init__(self, message: str = "", *, fix: str = "", owner: Owner | None = None) -> None:
+        self.message, self.fix, self.owner = message, fix, owner
+        super().__init__(self._text())
+
+    @classmethod
+    def about(cls: type[_E], who: Owner | str | None, message: str, **kwargs: Any) -> _E:
+        """The error of ``who``: an :class:`Owner` is kept as the field, a plain name starts the text
+        (``None``: the registry names the backend when the error leaves a hook)."""
+        if who is None or isinstance(who, Owner):  # attribute(): a subclass's __init__ may not take owner=
+            error = cls(message, **kwargs)
+            return error if who is None else error.attribute(who)
+        return cls(f"{who}: {message}", **kwargs)
+
+    def _text(self) -> str:
+        text = f"{self.owner}: {self.message}" if self.owner is not None else self.message
+        return f"{text} Fix: {self.fix}" if self.fix and self.fix not in text else text
+
+    def attribute(self: _E, owner: Owner) -> _E:
+        """Give the error ``owner`` unless it has one (the registry does so for a hook's error); returns it."""
+        if getattr(self, "owner", None) is None:  # getattr: a subclass may skip our __init__
+            self.message, self.owner = getattr(self, "message", str(self)), owner
+            self.fix = getattr(self, "fix", "")
+            self.args = (self._text(),)
+        return self
 
 
 class PluginValidationError(TilecoreError):

@@ -8,13 +8,14 @@ and no backend.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     import torch
 
+    from tilecore.errors import Owner
     from tilecore.targets import ResolvedTarget
 
 #: Tensor supply kinds, the lower-cased names of tilelang's ``TensorSupplyType``.
@@ -59,6 +60,11 @@ class CompiledKernel:
     target: ResolvedTarget
     device_mod: Any = None
     library_path: str | None = None
+
+    @property
+    def error_owner(self) -> Owner:
+        """The :class:`~tilecore.errors.Owner` of an error about this kernel."""
+        return replace(self.target.error_owner, kernel=self.name)
 
 
 @runtime_checkable

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from tilecore.errors import PluginValidationError, choices_text
+from tilecore.errors import Owner, PluginValidationError, choices_text
 
 _NAME_RE = re.compile(r"[a-z][a-z0-9_\-]*", re.ASCII)
 
@@ -232,6 +232,11 @@ class ResolvedTarget:
     def owner(self) -> str:
         """``"distribution version"``, as shown in error messages."""
         return f"{self.distribution} {self.version}"
+
+    @property
+    def error_owner(self) -> Owner:
+        """The :class:`~tilecore.errors.Owner` of an error about this target (``owner=`` of any tilecore error)."""
+        return Owner(self.distribution, self.version, target=str(self), backend=self.backend)
 
     def __getitem__(self, option: str) -> str:
         return self.options[option]

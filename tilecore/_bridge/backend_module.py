@@ -51,8 +51,9 @@ def build(registry: Registry) -> Any:
         lowered = registry.call(target, "tilecore_lower", mod=mod, tvm_target=tvm_target)
         if lowered is None:
             raise TilecoreError(
-                f"target {target} ({target.owner}) has no tilecore_lower hook implementation. "
-                f"The backend must implement it, or declare the target with upstream=tilecore.Upstream(kind)."
+                "the backend has no tilecore_lower hook implementation. "
+                "It must implement it, or declare the target with upstream=tilecore.Upstream(kind).",
+                owner=target.error_owner,
             )
         return lowered
 
@@ -61,7 +62,7 @@ def build(registry: Registry) -> Any:
         source = registry.call(target, "tilecore_codegen", device_mod=mod, tvm_target=tvm_target)
         if not isinstance(source, str):
             raise TilecoreError(
-                f"target {target} ({target.owner}): tilecore_codegen returned {type(source).__name__}; it must return the kernel source text."
+                f"tilecore_codegen returned {type(source).__name__}; it must return the kernel source text.", owner=target.error_owner
             )
         return source_module(source, target.name)
 

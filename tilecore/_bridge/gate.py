@@ -9,9 +9,9 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tilecore._bridge.seams import SEAMS, Seam
-from tilecore._registry import compat
+from tilecore._registry import compat, messages
 from tilecore._version import TILELANG_REQUIREMENT, tilelang_version_supported
-from tilecore.errors import IncompatibleBackendError, PluginValidationError, TilecoreError
+from tilecore.errors import TilecoreError
 
 if TYPE_CHECKING:
     from tilecore._registry import Backend
@@ -173,10 +173,7 @@ def declared_seams(plugin: object, *, who: str) -> list[Seam]:
         isinstance(path, str) and ":" in path and isinstance(params, (tuple, list)) and all(isinstance(p, str) for p in params)
         for path, params in declared.items()
     ):
-        raise PluginValidationError(
-            f"{who} declares {SEAMS_ATTRIBUTE}={declared!r}; it must map 'module:attribute' to a tuple of parameter names.",
-            fix=f'write {SEAMS_ATTRIBUTE} = {{"tilelang.transform:Simplify": ()}}',
-        )
+        raise messages.bad_seams(who, SEAMS_ATTRIBUTE, declared)
     rows = []
     for path, params in declared.items():
         module, _, attribute = path.partition(":")
@@ -185,29 +182,18 @@ def declared_seams(plugin: object, *, who: str) -> list[Seam]:
     return rows
 
 
-def check_backend_seams(plugin: object, *, who: str, distribution: str) -> None:
-    """Refuse a backend whose declared seams the installed tilelang lacks, with one error naming each.
+def check_loading_backend(backend: Backend, plugin: object) -> None:
+    """Refuse a loading backend whose declared seams the installed tilelang lacks, with one error naming each.
 
-    Runs when the backend loads, so a changed signature is a named error then, not a ``TypeError``
-    in the middle of a compile.  ``TILECORE_TILELANG_CHECK=off`` skips it.
+    A registry load check (:meth:`tilecore._registry.Registry.add_load_check`): a changed signature
+    is a named error at load, not a ``TypeError`` in the middle of a compile.
+    ``TILECORE_TILELANG_CHECK=off`` skips it.
     """
     if compat.check_mode() == "off":
         return
-    found = problems(declared_seams(plugin, who=who))
+    found = problems(declared_seams(plugin, who=backend.label))
     if found:
-        version = tilelang_version()
-        tested = compat.declared_range(distribution)
-        raise IncompatibleBackendError(
-            f"{who} calls tilelang internals that tilelang {version} does not have: "
-            + "; ".join(found)
-            + (f". It was tested with tilelang {tested}." if tested else "."),
-            fix=compat.range_fix(distribution),
-        )
-
-
-def check_loading_backend(backend: Backend, plugin: object) -> None:
-    """:func:`check_backend_seams` as a registry load check (:meth:`tilecore._registry.Registry.add_load_check`)."""
-    check_backend_seams(plugin, who=backend.label, distribution=backend.distribution)
+        raise messages.missing_seams(backend, found, tilelang_version(), compat.declared_range(backend.distribution))
 
 
 def accepts(path: str, parameter: str) -> bool:

@@ -34,7 +34,7 @@ def make_adapter(
     """Ask the target's backend for its adapter and put tilecore's argument checks in front of it."""
     adapter = registry.call(target, "tilecore_create_adapter", kernel=kernel)
     if adapter is None:
-        raise TilecoreError(f"target {target} ({target.owner}) has no tilecore_create_adapter hook implementation.")
+        raise TilecoreError("the backend has no tilecore_create_adapter hook implementation.", owner=target.error_owner)
     return TilecoreAdapter(kernel, Launcher(kernel, adapter), params, host_source, on_fault=evict_faulted_kernel)
 
 

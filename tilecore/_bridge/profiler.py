@@ -42,24 +42,16 @@ def supply_tensor(registry: Registry, target: ResolvedTarget, param: Any, supply
 
 
 def bench(
-    registry: Registry,
-    target: ResolvedTarget,
-    call: Callable[[], Any],
-    *,
-    warmup: float,
-    rep: float,
-    n_warmup: int,
-    n_repeat: int,
-    backend: str,
-    quantiles: list[float] | None,
-    return_mode: str,
+    registry: Registry, target: ResolvedTarget, call: Callable[[], Any], *, quantiles: list[float] | None, return_mode: str, **timing: Any
 ) -> float | list[float]:
-    """``do_bench``'s result with the backend's timer (``tilecore_bench``, else the core's loop)."""
+    """``do_bench``'s result: the target's ``tilecore_bench`` hook, else :func:`wall_clock_bench`, reduced like tilelang's.
 
-    samples = bench_samples(registry, target, call, warmup=warmup, rep=rep, n_warmup=n_warmup, n_repeat=n_repeat, backend=backend)
-    if isinstance(samples, list):
-        return reduce_samples(samples, return_mode, quantiles)
-    return samples
+    ``timing``: ``do_bench``'s ``warmup``, ``rep``, ``n_warmup``, ``n_repeat`` and ``backend``.
+    """
+    samples = registry.call(target, "tilecore_bench", fn=call, **timing)
+    if samples is None:
+        samples = wall_clock_bench(call, **{key: value for key, value in timing.items() if key != "backend"})
+    return reduce_samples(samples, return_mode, quantiles) if isinstance(samples, list) else samples
 
 
 def register_hooks(registry: Registry) -> Callable[[], None]:
@@ -185,24 +177,6 @@ def wrap_get_profiler(registry: Registry, original: Callable[..., Any]) -> Calla
         return profiler.with_default_adapter(self.adapter)
 
     return get_profiler
-
-
-def bench_samples(
-    registry: Registry,
-    target: ResolvedTarget,
-    fn: Callable[[], Any],
-    *,
-    warmup: float,
-    rep: float,
-    n_warmup: int,
-    n_repeat: int,
-    backend: str,
-) -> float | list[float]:
-    """What ``profiler.do_bench`` times: the target's ``tilecore_bench`` hook, else :func:`wall_clock_bench`."""
-    result = registry.call(target, "tilecore_bench", fn=fn, warmup=warmup, rep=rep, n_warmup=n_warmup, n_repeat=n_repeat, backend=backend)
-    if result is None:
-        return wall_clock_bench(fn, warmup=warmup, rep=rep, n_warmup=n_warmup, n_repeat=n_repeat)
-    return result  # type: ignore[no-any-return]  # the hook contract: samples or one number
 
 
 def reduce_samples(samples: list[float], return_mode: str = "mean", quantiles: list[float] | None = None) -> float | list[float]:

@@ -45,8 +45,8 @@ def tvm_config(target: ResolvedTarget, extra: Mapping[str, Any] | None = None) -
         for key, value in (extra or {}).items():
             if key in config and str(config[key]) != str(value):
                 raise TargetOptionError(
-                    f"target {target} ({target.owner}): TVM attribute {key}={value!r} contradicts {key}={config[key]!r} "
-                    f"derived from the target's options; give one of them."
+                    f"TVM attribute {key}={value!r} contradicts {key}={config[key]!r} derived from the target's options; give one of them.",
+                    owner=target.error_owner,
                 )
             config[key] = value
         return config

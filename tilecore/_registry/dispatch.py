@@ -3,8 +3,8 @@
 Hooks are called through pluggy's subset callers, so a backend's hook runs for its own
 targets only (plus wrapper plugins).  Every value a hook returns is checked against
 :data:`RETURNS` at this boundary; an exception that is not a :class:`TilecoreError` becomes
-a :class:`BackendLoadError` naming the backend and hook; one that is gets the backend as its
-owner.
+a :class:`BackendLoadError` naming the backend and hook; one that is gets the target as its
+:attr:`~tilecore.errors.TilecoreError.owner` unless it has one.
 """
 
 from __future__ import annotations
@@ -81,19 +81,6 @@ def check_return(backend: Backend, hook: str, value: object) -> None:
     raise messages.wrong_return(backend, hook, value, contract.expected)
 
 
-def with_owner(err: TilecoreError, backend: Backend) -> TilecoreError:
-    """``err`` itself when it names the backend's distribution, else the same error class with the
-    "backend 'x' (dist version)" prefix the core owns (every user-facing error names it)."""
-    if backend.distribution in str(err):
-        return err
-    try:
-        renamed = type(err)(f"{backend.label}: {err}")
-    except Exception:  # a subclass with another constructor: keep the original
-        return err
-    renamed.fix = err.fix
-    return renamed
-
-
 class Dispatcher:
     """Calls the hooks of the backends in one :class:`BackendTable`; caches each target's setup."""
 
@@ -119,7 +106,7 @@ class Dispatcher:
         try:
             result = self._caller(backend, hook)(target=target, **kwargs)
         except TilecoreError as err:
-            raise with_owner(err, backend) from err.__cause__
+            raise err.attribute(target.error_owner) from err.__cause__
         except Exception as err:
             raise messages.hook_raised(backend, hook, f"target {target}", err) from err
         if result is not None:
@@ -131,8 +118,8 @@ class Dispatcher:
         hook = "tilecore_doctor_target"
         try:
             result = self._caller(backend, hook)(spec=spec)
-        except TilecoreError:
-            raise
+        except TilecoreError as err:
+            raise err.attribute(backend.error_owner) from err.__cause__
         except Exception as err:
             raise messages.hook_raised(backend, hook, repr(spec.name), err) from err
         if result is None:

@@ -24,7 +24,7 @@ from tilecore._registry import compat, messages
 from tilecore._registry.dispatch import check_return
 from tilecore._registry.records import IN_PROCESS, Backend, BackendTable, State
 from tilecore._version import API_VERSION
-from tilecore.errors import IncompatibleBackendError, PluginValidationError
+from tilecore.errors import PluginValidationError
 from tilecore.targets import TargetSpec
 
 #: Seconds a backend's import may take (``TILECORE_IMPORT_TIMEOUT``): one that hangs is recorded as
@@ -32,23 +32,18 @@ from tilecore.targets import TargetSpec
 DEFAULT_IMPORT_TIMEOUT = 60.0
 
 
-def parse_api_version(text: object, *, who: str) -> tuple[int, int]:
-    try:
-        major, minor = (int(p) for p in str(text).split("."))
-    except ValueError:
-        raise messages.bad_api_version(who, text) from None
-    return major, minor
-
-
-def check_api_version(plugin: object, *, who: str) -> str:
+def check_api_version(plugin: object, backend: Backend) -> str:
     declared = getattr(plugin, "tilecore_api_version", None)
     if declared is None:
-        raise messages.no_api_version(who)
-    major, minor = parse_api_version(declared, who=who)
+        raise messages.no_api_version(backend)
+    try:
+        major, minor = (int(p) for p in str(declared).split("."))
+    except ValueError:
+        raise messages.bad_api_version(backend, declared) from None
     if major != API_VERSION[0]:
-        raise messages.other_api_major(who, major, minor)
+        raise messages.other_api_major(backend, major, minor)
     if minor > API_VERSION[1]:
-        raise messages.newer_api_minor(who, major, minor)
+        raise messages.newer_api_minor(backend, major, minor)
     return f"{major}.{minor}"
 
 
@@ -167,7 +162,7 @@ class Loader:
             # The tested tilelang range is metadata: refuse before importing a backend built for another tilelang.
             problem = compat.backend_range_problem(backend.distribution, backend.version)
             if problem is not None and compat.check_mode() == "strict":
-                self.fail(backend, IncompatibleBackendError(f"{backend.label}: {problem}.", fix=compat.range_fix(backend.distribution)))
+                self.fail(backend, messages.outside_range(backend, problem))
                 return
             try:
                 plugin = import_plugin(backend, timeout)
@@ -195,7 +190,7 @@ class Loader:
 
     def adopt(self, backend: Backend, plugin: object) -> None:
         """Validate and register ``plugin`` as ``backend``; all-or-nothing."""
-        backend.api_version = check_api_version(plugin, who=backend.label)
+        backend.api_version = check_api_version(plugin, backend)
         for check in self.checks:
             check(backend, plugin)
         problem = compat.backend_range_problem(backend.distribution, backend.version)
@@ -207,7 +202,7 @@ class Loader:
         try:
             self.pm.register(plugin, name=f"{backend.name}@{backend.distribution}")
         except (pluggy.PluginValidationError, ValueError) as err:
-            raise PluginValidationError(f"{backend.label}: {err}") from err
+            raise PluginValidationError(str(err), owner=backend.error_owner) from err
         backend.plugin = plugin
         try:
             try:

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from tilecore import hookspecs
+from tilecore._registry import compat
 from tilecore._version import API_VERSION, __version__
 from tilecore.errors import (
     AmbiguousTargetError,
@@ -44,101 +45,113 @@ def example_text(spec: TargetSpec) -> str:
 # -- loading -------------------------------------------------------------------------------
 
 
-def bad_api_version(who: str, text: object) -> PluginValidationError:
+def bad_api_version(backend: Backend, text: object) -> PluginValidationError:
     return PluginValidationError(
-        f"{who} declares tilecore_api_version={text!r}; it must be 'MAJOR.MINOR', e.g. '{_API}'.",
+        f"declares tilecore_api_version={text!r}; it must be 'MAJOR.MINOR', e.g. '{_API}'.",
         fix=f'set tilecore_api_version = "{_API}" in the backend',
+        owner=backend.error_owner,
     )
 
 
-def no_api_version(who: str) -> PluginValidationError:
+def no_api_version(backend: Backend) -> PluginValidationError:
     return PluginValidationError(
-        f"{who} does not declare tilecore_api_version.",
+        "does not declare tilecore_api_version.",
         fix=f'add tilecore_api_version = "{_API}" next to its hook implementations',
+        owner=backend.error_owner,
     )
 
 
-def other_api_major(who: str, major: int, minor: int) -> IncompatibleBackendError:
+def other_api_major(backend: Backend, major: int, minor: int) -> IncompatibleBackendError:
     return IncompatibleBackendError(
-        f"{who} implements tilecore plugin API {major}.{minor}, but this tilecore {__version__} implements plugin API {_API}.",
+        f"implements tilecore plugin API {major}.{minor}, but this tilecore {__version__} implements plugin API {_API}.",
         fix=f"install a version of the backend written for API {API_VERSION[0]}.x, or a tilecore that implements API {major}.x",
+        owner=backend.error_owner,
     )
 
 
-def newer_api_minor(who: str, major: int, minor: int) -> IncompatibleBackendError:
+def newer_api_minor(backend: Backend, major: int, minor: int) -> IncompatibleBackendError:
     return IncompatibleBackendError(
-        f"{who} needs tilecore plugin API {major}.{minor}, newer than API {_API} of this tilecore {__version__}.",
+        f"needs tilecore plugin API {major}.{minor}, newer than API {_API} of this tilecore {__version__}.",
         fix="upgrade tilecore (pip install -U tilecore)",
+        owner=backend.error_owner,
     )
 
 
 def import_hangs(backend: Backend, timeout: float, where: str = "") -> BackendLoadError:
     at = f" It hangs at {where}." if where else ""
     return BackendLoadError(
-        f"{backend.label}: importing {backend.value} did not finish within {timeout:g} s (it may hang at import).{at}",
+        f"importing {backend.value} did not finish within {timeout:g} s (it may hang at import).{at}",
         fix=f"block it with TILECORE_PLUGINS=no:{backend.block_name} and report it to its authors; "
         "`tilecore doctor` shows where it hangs; TILECORE_IMPORT_TIMEOUT raises the limit",
+        owner=backend.error_owner,
     )
 
 
 def import_crashes(backend: Backend, how: str) -> BackendLoadError:
     return BackendLoadError(
-        f"{backend.label}: importing {backend.value} {how} in a separate interpreter, so it was not imported here "
+        f"importing {backend.value} {how} in a separate interpreter, so it was not imported here "
         "(target='auto', and names no metadata lists, try every backend; a crash would end this process).",
         fix=f"block it with TILECORE_PLUGINS=no:{backend.block_name} and report it to its authors; "
         "`tilecore doctor` shows where it crashes",
+        owner=backend.error_owner,
     )
 
 
 def same_entry_point(backend: Backend, twin: Backend) -> PluginValidationError:
     return PluginValidationError(
-        f"{backend.label} registers the identical entry point {backend.name} = {backend.value} as {twin.label}; "
-        "the same module cannot be two backends.",
+        f"registers the identical entry point {backend.name} = {backend.value} as {twin.label}; the same module cannot be two backends.",
         fix=f"uninstall one of the distributions {twin.distribution} and {backend.distribution}",
+        owner=backend.error_owner,
     )
 
 
 def bad_role(backend: Backend, role: object) -> PluginValidationError:
     return PluginValidationError(
-        f"{backend.label} declares {hookspecs.ROLE_ATTRIBUTE}={role!r}; valid roles: {', '.join(hookspecs.ROLES)}.",
+        f"declares {hookspecs.ROLE_ATTRIBUTE}={role!r}; valid roles: {', '.join(hookspecs.ROLES)}.",
         fix=f"remove {hookspecs.ROLE_ATTRIBUTE} (a backend) or set it to {hookspecs.WRAPPER!r}",
+        owner=backend.error_owner,
     )
 
 
 def unknown_hook(backend: Backend, err: Exception) -> PluginValidationError:
     valid = ", ".join(sorted(h for h in dir(hookspecs) if h.startswith("tilecore_")))
     return PluginValidationError(
-        f"{backend.label} implements a hook tilecore does not define: {err}. Valid hooks: {valid}.",
+        f"implements a hook tilecore does not define: {err}. Valid hooks: {valid}.",
         fix="rename the hook implementation, or require a newer tilecore if the hook is from a newer plugin API",
+        owner=backend.error_owner,
     )
 
 
 def wrapper_declares(backend: Backend, hook: str) -> PluginValidationError:
     return PluginValidationError(
-        f"{backend.label} has {hookspecs.ROLE_ATTRIBUTE}='wrapper' and implements {hook}; a wrapper declares no targets.",
+        f"has {hookspecs.ROLE_ATTRIBUTE}='wrapper' and implements {hook}; a wrapper declares no targets.",
         fix=f"remove {hook} from the wrapper, or remove {hookspecs.ROLE_ATTRIBUTE} to make it a backend",
+        owner=backend.error_owner,
     )
 
 
 def declares_nothing(backend: Backend, hook: str) -> PluginValidationError:
     return PluginValidationError(
-        f"{backend.label} implements no {hook}; every backend declares its targets (an empty list for none).",
+        f"implements no {hook}; every backend declares its targets (an empty list for none).",
         fix=f"implement {hook}, or set {hookspecs.ROLE_ATTRIBUTE} = 'wrapper' for a plugin that only wraps other backends' hooks",
+        owner=backend.error_owner,
     )
 
 
 def name_twice(backend: Backend, name: str, first: str, second: str) -> PluginValidationError:
     return PluginValidationError(
-        f"{backend.label} declares target name {name!r} twice (in {first!r} and {second!r}).",
+        f"declares target name {name!r} twice (in {first!r} and {second!r}).",
         fix=f"declare {name!r} once in the backend ({backend.distribution})",
+        owner=backend.error_owner,
     )
 
 
 def builtin_without_opt_in(backend: Backend, name: str, spec: TargetSpec) -> PluginValidationError:
     return PluginValidationError(
-        f"{backend.label} declares {name!r}, a target kind tilelang compiles by itself, without opting in.",
+        f"declares {name!r}, a target kind tilelang compiles by itself, without opting in.",
         fix=f"pick another name, or set TargetSpec({spec.name!r}, ..., replaces_builtin=True) and list {name!r} "
         'under [project.entry-points."tilecore.targets"]',
+        owner=backend.error_owner,
     )
 
 
@@ -153,23 +166,47 @@ def _list_it(backend: Backend, name: str) -> str:
 
 def builtin_not_listed(backend: Backend, name: str) -> PluginValidationError:
     return PluginValidationError(
-        f"{backend.label} takes over tilelang's built-in kind {name!r} but its metadata does not list it.", fix=_list_it(backend, name)
+        f"takes over tilelang's built-in kind {name!r} but its metadata does not list it.",
+        fix=_list_it(backend, name),
+        owner=backend.error_owner,
     )
 
 
 def not_in_metadata(backend: Backend, name: str, claims: Iterable[str]) -> PluginValidationError:
     return PluginValidationError(
-        f"{backend.label} declares target {name!r}, which its distribution's tilecore.targets metadata does not list "
-        f"(it lists {choices_text(claims)}).",
+        f"declares target {name!r}, which its distribution's tilecore.targets metadata does not list (it lists {choices_text(claims)}).",
         fix=_list_it(backend, name),
+        owner=backend.error_owner,
     )
 
 
 def listed_by_other(backend: Backend, name: str, owner: Backend) -> PluginValidationError:
     return PluginValidationError(
-        f"{backend.label} declares target {name!r}, which {owner.label} lists in its metadata; "
+        f"declares target {name!r}, which {owner.label} lists in its metadata; "
         "a name listed in metadata belongs to that distribution in every process.",
         fix=f"rename the target in {backend.distribution}, or block one with TILECORE_PLUGINS=no:{backend.block_name}",
+        owner=backend.error_owner,
+    )
+
+
+def outside_range(backend: Backend, problem: str) -> IncompatibleBackendError:
+    return IncompatibleBackendError(f"{problem}.", fix=compat.range_fix(backend.distribution), owner=backend.error_owner)
+
+
+def bad_seams(who: str, attribute: str, declared: object) -> PluginValidationError:
+    return PluginValidationError(
+        f"{who} declares {attribute}={declared!r}; it must map 'module:attribute' to a tuple of parameter names.",
+        fix=f'write {attribute} = {{"tilelang.transform:Simplify": ()}}',
+    )
+
+
+def missing_seams(backend: Backend, found: list[str], version: str, tested: str | None) -> IncompatibleBackendError:
+    return IncompatibleBackendError(
+        f"calls tilelang internals that tilelang {version} does not have: "
+        + "; ".join(found)
+        + (f". It was tested with tilelang {tested}." if tested else "."),
+        fix=compat.range_fix(backend.distribution),
+        owner=backend.error_owner,
     )
 
 
@@ -250,14 +287,14 @@ def unknown_target(table: BackendTable, kind: str) -> UnknownTargetError:
 
 def unreadable_attrs(spec: TargetSpec, backend: Backend, attrs: object, err: Exception) -> TargetOptionError:
     return TargetOptionError(
-        f"target {spec.name!r} ({backend.owner}) could not read options from TVM attributes {attrs}: {type(err).__name__}: {err}"
+        f"could not read options from TVM attributes {attrs}: {type(err).__name__}: {err}", owner=backend.error_owner_of(spec)
     )
 
 
 def contradicting_attrs(spec: TargetSpec, backend: Backend, name: str, given: object, value: object, attrs: object) -> TargetOptionError:
     return TargetOptionError(
-        f"target {spec.name!r} ({backend.owner}): option {name}={given!r} contradicts {value!r} given through TVM "
-        f"attributes {attrs}; give one of them."
+        f"option {name}={given!r} contradicts {value!r} given through TVM attributes {attrs}; give one of them.",
+        owner=backend.error_owner_of(spec),
     )
 
 
@@ -266,8 +303,9 @@ def contradicting_attrs(spec: TargetSpec, backend: Backend, name: str, given: ob
 
 def hook_raised(backend: Backend, hook: str, where: str, err: Exception) -> BackendLoadError:
     return BackendLoadError(
-        f"{backend.label} raised in {hook} for {where}: {type(err).__name__}: {err}",
+        f"raised in {hook} for {where}: {type(err).__name__}: {err}",
         fix=f"report it to the authors of {backend.distribution}, or upgrade it (pip install -U {backend.distribution})",
+        owner=backend.error_owner,
     )
 
 
@@ -276,6 +314,7 @@ def wrong_return(backend: Backend, hook: str, value: object, expected: str) -> H
     if len(shown) > 200:
         shown = shown[:197] + "..."
     return HookReturnError(
-        f"{backend.label}: hook {hook} returned {type(value).__name__} ({shown}); expected {expected}.",
+        f"hook {hook} returned {type(value).__name__} ({shown}); expected {expected}.",
         fix=f"this is a bug in {backend.distribution} {backend.version}: report it to its authors, or upgrade it",
+        owner=backend.error_owner,
     )

@@ -16,7 +16,7 @@ from typing import Any
 
 from tilecore import hookspecs
 from tilecore._registry.discovery import DiscoveredBackend, PluginPolicy, discover
-from tilecore.errors import TilecoreError
+from tilecore.errors import Owner, TilecoreError
 from tilecore.targets import ResolvedTarget, TargetSpec
 
 IN_PROCESS = "<in-process>"
@@ -60,11 +60,15 @@ class Backend:
         return f"{self.distribution} {self.version}"
 
     @property
-    def label(self) -> str:
-        return f"backend {self.name!r} ({self.owner})"
+    def error_owner(self) -> Owner:
+        return Owner(self.distribution, self.version, backend=self.name)
 
-    def matches_policy_name(self, names: Iterable[str]) -> bool:
-        return bool({self.name, self.distribution} & set(names))
+    def error_owner_of(self, spec: TargetSpec) -> Owner:
+        return Owner(self.distribution, self.version, target=spec.name, backend=self.name)
+
+    @property
+    def label(self) -> str:
+        return str(self.error_owner)
 
     def error_text(self, *, with_fix: bool = True) -> str:
         """``Type: message`` of the load error; ``with_fix=False`` drops the " Fix: ..." a

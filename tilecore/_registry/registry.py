@@ -45,9 +45,6 @@ class Registry:
         self._resolver = Resolver(self._table, self._loader)
         self._dispatcher = Dispatcher(self._table, self._pm)
 
-    def builtin_kinds(self) -> set[str]:
-        return self._table.builtin_kinds()
-
     # -- listing and loading -----------------------------------------------------------------
 
     def backends(self) -> list[Backend]:

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tilecore.errors import KernelFaultError, TilecoreError
+from tilecore.errors import KernelFaultError, Owner, TilecoreError
 from tilecore.kit.paths import CacheDirectoryError, atomic_write, cache_dir, cache_root, cache_write_error, full_cache_error
 
 logger = logging.getLogger("tilecore.kit.artifacts")
@@ -128,14 +128,14 @@ class ArtifactStore:
             return None
         return Artifact(path, expected_sha, size, built=False, details=record.get("details") or {})
 
-    def obtain(self, key: str, filename: str, build: Builder, *, what: str = "artifact") -> Artifact:
+    def obtain(self, key: str, filename: str, build: Builder, *, what: Owner | str = "artifact") -> Artifact:
         """The verified artifact of ``key``: reused when its record matches, else built once.
 
         ``build(staging)`` must write ``staging/filename`` (it may write other
         files next to it, they are published with it) and may return a JSON-able
         mapping kept in the record.  It runs while this process holds the key's
         lock; other processes asking for the same key wait and then reuse it.
-        ``what`` names the artifact in errors (e.g. "kernel 'add' for target X").
+        ``what`` owns the errors (an :class:`~tilecore.errors.Owner`, or a name such as "artifact").
         """
         found = self.lookup(key, filename)
         if found is not None:
@@ -151,9 +151,10 @@ class ArtifactStore:
                     return found
                 return self._build(key, filename, build, what)
         except filelock.Timeout:
-            raise ArtifactError(
-                f"{what}: another process has been building it for more than {LOCK_TIMEOUT_S:.0f} s (lock {lock.lock_file}). "
-                "If no such process is running, delete the lock file and retry."
+            raise ArtifactError.about(
+                what,
+                f"another process has been building it for more than {LOCK_TIMEOUT_S:.0f} s (lock {lock.lock_file}). "
+                "If no such process is running, delete the lock file and retry.",
             ) from None
         except CacheDirectoryError:
             raise
@@ -162,9 +163,9 @@ class ArtifactStore:
             error = error or full_cache_error(entry.parent)  # e.g. the backend's compiler ran out of space
             if error is None:
                 raise
-            raise CacheDirectoryError(f"{what}: {error}", fix=error.fix, errno=error.errno) from err
+            raise CacheDirectoryError.about(what, error.message, fix=error.fix, errno=error.errno) from err
 
-    def _build(self, key: str, filename: str, build: Builder, what: str) -> Artifact:
+    def _build(self, key: str, filename: str, build: Builder, what: Owner | str) -> Artifact:
         entry = self.entry(key)
         started = time.perf_counter()
         # ignore_cleanup_errors: on success the staging folder has been renamed away.
@@ -173,7 +174,7 @@ class ArtifactStore:
             details = dict(build(staging) or {})
             output = staging / filename
             if not output.is_file() or output.stat().st_size == 0:
-                raise ArtifactError(f"{what}: the build finished without producing {filename} (or produced an empty file).")
+                raise ArtifactError.about(what, f"the build finished without producing {filename} (or produced an empty file).")
             sha, size = file_digest(output), output.stat().st_size
             record = {"version": RECORD_VERSION, "file": filename, "size": size, "sha256": sha, "details": details}
             (staging / RECORD).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")

@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Literal
 
-from tilecore.errors import ToolchainError
+from tilecore.errors import Owner, ToolchainError
 from tilecore.kernel import Toolchain
 
 Language = Literal["c", "c++"]
@@ -50,8 +50,9 @@ def _banner(path: str) -> str:
     return lines[0].strip() if lines else "unknown"
 
 
-def find_host_compiler(language: Language, where: str) -> HostCompiler:
-    """The host compiler for ``language``; ``where`` (e.g. "target 'x' (tilelang-x 1.0)") starts the error.
+def find_host_compiler(language: Language, where: Owner | str | None = None) -> HostCompiler:
+    """The host compiler for ``language``; ``where`` (e.g. ``target.error_owner``) owns the errors
+    (by default the registry names the backend whose hook called this).
 
     Raises :class:`ToolchainError` naming what was looked for and the fix.
     """
@@ -60,19 +61,21 @@ def find_host_compiler(language: Language, where: str) -> HostCompiler:
     if explicit:
         found = shutil.which(explicit)
         if found is None:
-            raise ToolchainError(
-                f"{where} builds kernels with the host {language} compiler ${variable}={explicit!r}, which is not an "
+            raise ToolchainError.about(
+                where,
+                f"builds kernels with the host {language} compiler ${variable}={explicit!r}, which is not an "
                 f"executable on PATH. Point {variable} at an installed compiler, or unset it to use "
-                f"{', '.join(CANDIDATES[language])}."
+                f"{', '.join(CANDIDATES[language])}.",
             )
         return HostCompiler(language, found, _banner(found), f"${variable}")
     for name in CANDIDATES[language]:
         found = shutil.which(name)
         if found is not None:
             return HostCompiler(language, found, _banner(found), f"PATH ({name})")
-    raise ToolchainError(
-        f"{where} builds kernels with a host {language} compiler and found none (${variable} is not set; none of "
-        f"{', '.join(CANDIDATES[language])} on PATH). Install one (apt-get install {_PACKAGE[language]}) or set {variable}."
+    raise ToolchainError.about(
+        where,
+        f"builds kernels with a host {language} compiler and found none (${variable} is not set; none of "
+        f"{', '.join(CANDIDATES[language])} on PATH). Install one (apt-get install {_PACKAGE[language]}) or set {variable}.",
     )
 
 

@@ -25,7 +25,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from tilecore.errors import TilecoreError
+from tilecore.errors import Owner, TilecoreError
 
 #: Longest unix socket path the kernel accepts (``sizeof(sun_path)`` minus the NUL).
 UNIX_SOCKET_PATH_MAX = 103 if sys.platform == "darwin" else 107
@@ -45,8 +45,8 @@ class CacheDirectoryError(TilecoreError):
     """A cache directory cannot be written (read-only, full, no permission): names the
     directory and the environment variable that moves it.  ``errno`` is the cause's."""
 
-    def __init__(self, message: str = "", *, fix: str = "", errno: int | None = None) -> None:
-        super().__init__(message, fix=fix)
+    def __init__(self, message: str = "", *, fix: str = "", errno: int | None = None, owner: Owner | None = None) -> None:
+        super().__init__(message, fix=fix, owner=owner)
         self.errno = errno
 
 
@@ -137,13 +137,13 @@ def private_tempdir(prefix: str = "tilecore-") -> Iterator[Path]:
         yield Path(name)
 
 
-def socket_scratch_parent(reserve: int, where: str) -> Path:
+def socket_scratch_parent(reserve: int, where: Owner | str | None = None) -> Path:
     """A writable directory under which a folder of ``reserve`` more bytes still fits
     a unix socket path (:data:`UNIX_SOCKET_PATH_MAX`).
 
     Tried in order: ``$TMPDIR`` (``tempfile.gettempdir()``), ``$XDG_RUNTIME_DIR``
     (per user, mode 0700) and ``/tmp``; the first one short enough wins.  If none
-    is, raises :class:`TilecoreError` starting with ``where`` and saying what to set.
+    is, raises :class:`TilecoreError` of ``where`` saying what to set.
     """
     candidates = [tempfile.gettempdir(), os.environ.get("XDG_RUNTIME_DIR") or "", "/tmp"]
     limit = UNIX_SOCKET_PATH_MAX - reserve
@@ -153,10 +153,11 @@ def socket_scratch_parent(reserve: int, where: str) -> Path:
         tried.append(f"{text} ({len(text)} characters)")
         if len(text) <= limit and path.is_dir() and os.access(path, os.W_OK | os.X_OK):
             return path
-    raise TilecoreError(
-        f"{where} needs a scratch directory for unix sockets whose path is at most {limit} characters long "
+    raise TilecoreError.about(
+        where,
+        f"needs a scratch directory for unix sockets whose path is at most {limit} characters long "
         f"(the socket path limit is {UNIX_SOCKET_PATH_MAX}); none of {', '.join(tried)} is usable. "
-        "Set TMPDIR to a short writable directory (e.g. /tmp)."
+        "Set TMPDIR to a short writable directory (e.g. /tmp).",
     )
 
 

@@ -138,7 +138,7 @@ def timing_method(target: ResolvedTarget, requested: str, methods: Sequence[str]
         chosen = methods[0]
     if chosen not in methods:
         raise TilecoreError(
-            f"target {target} ({target.owner}): {source} is not a timing method of this backend. "
-            f"Valid: {', '.join(methods)} (default {methods[0]})."
+            f"{source} is not a timing method of this backend. Valid: {', '.join(methods)} (default {methods[0]}).",
+            owner=target.error_owner,
         )
     return chosen

@@ -7,7 +7,6 @@ from typing import Any
 
 from tilecore import TilecoreError
 from tilecore.kit.timing import wall_clock_bench
-from tilelang_democpu import __version__
 
 #: tilelang's do_bench(backend=...) names this backend can honour: both mean host wall clock here.
 METHODS = ("event", "wall")
@@ -16,7 +15,6 @@ METHODS = ("event", "wall")
 def bench(fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int, backend: str = "event") -> list[float]:
     if backend not in METHODS:
         raise TilecoreError(
-            f"target 'democpu' (tilelang-democpu {__version__}) times kernels with the host clock; "
-            f"do_bench(backend={backend!r}) is not available. Valid: {', '.join(METHODS)}."
+            f"times kernels with the host clock; do_bench(backend={backend!r}) is not available. Valid: {', '.join(METHODS)}."
         )
     return wall_clock_bench(fn, warmup=warmup, rep=rep, n_warmup=n_warmup, n_repeat=n_repeat)

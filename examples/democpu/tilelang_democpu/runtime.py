@@ -26,7 +26,7 @@ def entry_symbol(kernel: CompiledKernel) -> str:
     """The C function upstream's codegen emitted for the kernel (``<name>_kernel``)."""
     names = _ENTRY.findall(kernel.source)
     if not names:
-        raise ToolchainError(f"target {kernel.target} ({kernel.target.owner}): no kernel function in the generated C source")
+        raise ToolchainError("no kernel function in the generated C source", owner=kernel.target.error_owner)
     wanted = f"{kernel.name}_kernel"
     return wanted if wanted in names else names[0]
 
@@ -51,7 +51,7 @@ def obtain(kernel: CompiledKernel, compiler: str, verified_copy: Path | None = N
     """
     flags = [f"-{kernel.target['opt']}", "-std=c++17", "-fPIC", "-shared", f"-I{template_include_dir()}"]
     key = hashlib.sha256("\0".join([kernel.source, *flags, compiler, __version__]).encode()).hexdigest()[:32]
-    where = f"kernel {kernel.name!r} for target {kernel.target} ({kernel.target.owner})"
+    where = kernel.error_owner
 
     def compile_into(staging: Path) -> None:
         if verified_copy is not None and verified_copy.is_file() and verified_copy.stat().st_size > 0:
@@ -62,7 +62,7 @@ def obtain(kernel: CompiledKernel, compiler: str, verified_copy: Path | None = N
         command = [compiler, *flags, str(source), "-o", str(staging / f"lib{key}.so")]
         result = subprocess.run(command, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
         if result.returncode != 0:
-            raise ToolchainError(f"{where}: {compiler} failed to build it:\n{result.stderr[-2000:]}")
+            raise ToolchainError(f"{compiler} failed to build it:\n{result.stderr[-2000:]}", owner=where)
 
     return STORE.obtain(key, f"lib{key}.so", compile_into, what=where)
 
@@ -88,7 +88,7 @@ class CAdapter:
         self._fn = getattr(self._lib, entry_symbol(kernel))
         self._fn.restype = ctypes.c_int32
         self._fn.argtypes = [ctypes.c_void_p] * len(kernel.params)
-        self._where = f"kernel {kernel.name!r} for target {kernel.target} ({kernel.target.owner})"
+        self._where = kernel.error_owner
 
     def __call__(self, *tensors: torch.Tensor) -> None:
         status = self._fn(*(t.data_ptr() for t in tensors))
@@ -97,4 +97,4 @@ class CAdapter:
             # then drops tilelang's cache entry of the kernel).
             if self._key is not None:
                 STORE.discard(self._key)
-            raise KernelFaultError(f"{self._where} returned status {status} (a fault); its library was dropped from the cache.")
+            raise KernelFaultError(f"returned status {status} (a fault); its library was dropped from the cache.", owner=self._where)

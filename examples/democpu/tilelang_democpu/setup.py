@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from tilecore import Toolchain
 from tilecore.kit.host_compiler import find_host_compiler
-from tilelang_democpu import __version__
 
 
 def find_compiler() -> Toolchain:
-    return find_host_compiler("c++", f"target 'democpu' (tilelang-democpu {__version__})").as_toolchain()
+    return find_host_compiler("c++").as_toolchain()

@@ -17,7 +17,7 @@ from tilelang_cuda.target import ARCH_EXAMPLES, arch_for_capability, gpu_problem
 from tvm.target import Target
 
 import tilecore
-from tilecore import TargetOptionError, TilecoreError, ToolchainError
+from tilecore import Owner, TargetOptionError, TilecoreError, ToolchainError
 from tilecore._registry import probe
 from tilecore.kernel import TensorParam
 from tilecore.kit.timing import timing_method
@@ -131,7 +131,7 @@ def test_cuda_setup_explains_a_wrong_cuda_home(tmp_path) -> None:
 
 def test_cuda_setup_error_type_is_toolchain_error() -> None:
     with pytest.raises(ToolchainError, match="printed no version"):
-        setup.nvcc_version(__import__("pathlib").Path("/bin/true"), "target cuda (tilelang-cuda 0.1.0)")
+        setup.nvcc_version(__import__("pathlib").Path("/bin/true"), Owner("tilelang-cuda", "0.1.0", target="cuda"))
 
 
 def test_cuda_plain_sm90_note() -> None:

@@ -26,10 +26,6 @@ if TYPE_CHECKING:
 tilecore_api_version = "1.1"  # 1.1: tilecore_doctor_target
 
 
-def _who(resolved: ResolvedTarget) -> str:
-    return f"target {resolved} ({resolved.owner})"
-
-
 @hookimpl
 def tilecore_declare_targets() -> list[TargetSpec]:
     return [cuda_target.TARGET]
@@ -37,12 +33,12 @@ def tilecore_declare_targets() -> list[TargetSpec]:
 
 @hookimpl
 def tilecore_setup(target: ResolvedTarget) -> Toolchain:
-    toolchain = setup.find_nvcc(_who(target))
+    toolchain = setup.find_nvcc(target.error_owner)
     notes = list(toolchain.notes)
     arch = target["arch"]
     variant = setup.variant_note(arch)
     if variant is not None:
-        warnings.warn(f"{_who(target)}: {variant}", stacklevel=2)
+        warnings.warn(f"{target.error_owner}: {variant}", stacklevel=2)
         notes.append(variant)
     notes.append("execution backends: " + ", ".join(b.describe() for b in setup.execution_backends(arch)))
     return dataclasses.replace(toolchain, notes=tuple(notes))
@@ -57,8 +53,9 @@ def _require_gpu(resolved: ResolvedTarget, action: str) -> None:
     problem = cuda_target.gpu_problem()
     if problem is not None:
         raise TilecoreError(
-            f"{_who(resolved)} cannot {action}: {problem}. Kernels compiled without a GPU can be inspected "
-            "(kernel.get_kernel_source()) but run only on a machine with an NVIDIA GPU."
+            f"cannot {action}: {problem}. Kernels compiled without a GPU can be inspected "
+            "(kernel.get_kernel_source()) but run only on a machine with an NVIDIA GPU.",
+            owner=resolved.error_owner,
         )
 
 

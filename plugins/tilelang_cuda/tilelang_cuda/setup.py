@@ -19,7 +19,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tilecore import Toolchain, ToolchainError
+from tilecore import Owner, Toolchain, ToolchainError
 
 INSTALL_HINT = (
     "install the CUDA toolkit (https://developer.nvidia.com/cuda-downloads) or `pip install nvidia-cuda-nvcc` (13.0 or newer), "
@@ -92,17 +92,18 @@ def upstream_nvcc() -> Path | None:
     return path if _executable(path) else None
 
 
-def nvcc_version(nvcc: Path, who: str) -> str:
+def nvcc_version(nvcc: Path, owner: Owner) -> str:
     """``13.0.88`` from ``nvcc --version``."""
     try:
         result = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired) as err:
-        raise ToolchainError(f"{who}: running {nvcc} --version failed ({type(err).__name__}: {err}); {INSTALL_HINT}") from err
+        raise ToolchainError(f"running {nvcc} --version failed ({type(err).__name__}: {err}); {INSTALL_HINT}", owner=owner) from err
     match = _VERSION.search(result.stdout)
     if result.returncode != 0 or match is None:
         raise ToolchainError(
-            f"{who}: {nvcc} --version exited with {result.returncode} and printed no version "
-            f"({(result.stdout + result.stderr).strip()[-300:]!r}); {INSTALL_HINT}"
+            f"{nvcc} --version exited with {result.returncode} and printed no version "
+            f"({(result.stdout + result.stderr).strip()[-300:]!r}); {INSTALL_HINT}",
+            owner=owner,
         )
     return match.group(1)
 
@@ -126,22 +127,20 @@ def arch_to_check(candidates: tuple[str, ...]) -> str:
     return (usable or list(candidates))[-1]
 
 
-def find_nvcc(who: str) -> Toolchain:
-    """The nvcc upstream compiles with, its version and how it was found.
-
-    ``who`` names the target and distribution in errors.
-    """
+def find_nvcc(owner: Owner) -> Toolchain:
+    """The nvcc upstream compiles with, its version and how it was found (errors belong to ``owner``)."""
     located = locate_nvcc()
     compiler = upstream_nvcc()
     if compiler is None:
         if located is None:
-            raise ToolchainError(f"{who} needs nvcc and found none (looked at {describe_search()}); {INSTALL_HINT}.")
+            raise ToolchainError(f"needs nvcc and found none (looked at {describe_search()}); {INSTALL_HINT}.", owner=owner)
         cuda_home = tilelang_cuda_home()
         home = f"CUDA_HOME={cuda_home}, which has no bin/nvcc" if cuda_home else "no CUDA_HOME"
         raise ToolchainError(
-            f"{who}: upstream TileLang compiles with $CUDA_HOME/bin/nvcc, and when it was imported it resolved {home}; "
+            f"upstream TileLang compiles with $CUDA_HOME/bin/nvcc, and when it was imported it resolved {home}; "
             f"nvcc exists at {located.path} (found by {located.found_by}). Set CUDA_HOME={located.path.parent.parent} "
-            "(or unset a wrong one) before importing tilelang."
+            "(or unset a wrong one) before importing tilelang.",
+            owner=owner,
         )
     notes: list[str] = []
     if located is not None and os.path.realpath(located.path) == os.path.realpath(compiler):
@@ -150,7 +149,7 @@ def find_nvcc(who: str) -> Toolchain:
         found_by = "tilelang's CUDA_HOME"
         if located is not None:
             notes.append(f"nvcc search order finds {located.path} ({located.found_by}), but tilelang compiles with {compiler}")
-    version = nvcc_version(compiler, who)
+    version = nvcc_version(compiler, owner)
     return Toolchain(
         name="nvcc",
         version=version,

@@ -88,21 +88,24 @@ def normalize_arch(name: object) -> str | None:
     return arch if arch.startswith("gfx") and len(arch) > 3 else None
 
 
-def wrong_build_reason(build: TorchBuild, what: str) -> str | None:
-    """Why ``build`` cannot run HIP kernels (``None`` for a ROCm build).  ``what`` names the caller."""
+def build_problem(build: TorchBuild) -> str | None:
+    """Why ``build`` cannot run HIP kernels (``None`` for a ROCm build)."""
     if build.kind == "rocm":
         return None
     if build.kind == "cuda":
         return (
-            f"{what}: {build.describe()} is installed; its 'cuda' devices are NVIDIA GPUs, which cannot run AMD HIP "
+            f"{build.describe()} is installed; its 'cuda' devices are NVIDIA GPUs, which cannot run AMD HIP "
             f"code objects, so tilelang-hip refuses to put tensors or launch work there. To run on an AMD GPU, install "
             f"a ROCm build of torch ({ROCM_TORCH_INSTALL}) on a machine with one; to run on this NVIDIA GPU, compile "
             f"for target='cuda' instead."
         )
-    return (
-        f"{what}: {build.describe()} is installed, and HIP kernels need a ROCm build of torch. Install one "
-        f"({ROCM_TORCH_INSTALL}) on a machine with an AMD GPU."
-    )
+    return f"{build.describe()} is installed, and HIP kernels need a ROCm build of torch. Install one ({ROCM_TORCH_INSTALL}) on a machine with an AMD GPU."
+
+
+def wrong_build_reason(build: TorchBuild, what: str) -> str | None:
+    """:func:`build_problem` after ``what``, which names the caller."""
+    problem = build_problem(build)
+    return None if problem is None else f"{what}: {problem}"
 
 
 def device_arch(index: int) -> str | None:
@@ -121,15 +124,16 @@ def require_device(target: ResolvedTarget) -> torch.device:
     """
     import torch
 
-    what = f"target {target} ({target.owner})"
-    reason = wrong_build_reason(torch_build(), what)
-    if reason is not None:
-        raise RocmDeviceError(reason)
+    owner = target.error_owner
+    problem = build_problem(torch_build())
+    if problem is not None:
+        raise RocmDeviceError(problem, owner=owner)
     if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
         raise RocmDeviceError(
-            f"{what}: {torch_build().describe()} sees no AMD GPU. Check that `rocminfo` lists one, that the amdgpu "
+            f"{torch_build().describe()} sees no AMD GPU. Check that `rocminfo` lists one, that the amdgpu "
             f"driver is loaded, that this user may open /dev/kfd and /dev/dri (groups 'render' and 'video'), and "
-            f"that HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES do not hide it."
+            f"that HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES do not hide it.",
+            owner=owner,
         )
     index = torch.cuda.current_device()
     arch = device_arch(index)
@@ -137,8 +141,9 @@ def require_device(target: ResolvedTarget) -> torch.device:
     if arch != wanted:
         name = torch.cuda.get_device_name(index)
         raise RocmDeviceError(
-            f"{what}: the current device cuda:{index} ({name}) is {arch}, but the kernel is compiled for {wanted}, "
+            f"the current device cuda:{index} ({name}) is {arch}, but the kernel is compiled for {wanted}, "
             f"whose code object does not load there. Compile for target='hip:{arch}' (or target='hip' to use the "
-            f"detected architecture), or make a {wanted} device current (torch.cuda.set_device, HIP_VISIBLE_DEVICES)."
+            f"detected architecture), or make a {wanted} device current (torch.cuda.set_device, HIP_VISIBLE_DEVICES).",
+            owner=owner,
         )
     return torch.device("cuda", index)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tilecore import Toolchain, ToolchainError
+from tilecore import Owner, Toolchain, ToolchainError
 from tilelang_hip import DISTRIBUTION, __version__
 
 DEFAULT_ROCM_PATH = Path("/opt/rocm")
@@ -56,8 +56,7 @@ class RocmInstall:
         return path if path.exists() else None
 
 
-def _owner() -> str:
-    return f"target 'hip' ({DISTRIBUTION} {__version__})"
+OWNER = Owner(DISTRIBUTION, __version__, target="hip")
 
 
 def locate_rocm(environ: Mapping[str, str] | None = None) -> RocmInstall:
@@ -69,8 +68,9 @@ def locate_rocm(environ: Mapping[str, str] | None = None) -> RocmInstall:
         hipcc = root / "bin" / "hipcc"
         if not hipcc.exists():
             raise ToolchainError(
-                f"{_owner()}: ROCM_PATH={explicit} has no bin/hipcc. Point ROCM_PATH at a ROCm installation "
-                f"(the directory holding bin/hipcc, usually /opt/rocm) or unset it to search PATH."
+                f"ROCM_PATH={explicit} has no bin/hipcc. Point ROCM_PATH at a ROCm installation "
+                f"(the directory holding bin/hipcc, usually /opt/rocm) or unset it to search PATH.",
+                owner=OWNER,
             )
         return RocmInstall(root, hipcc, "$ROCM_PATH")
     on_path = shutil.which("hipcc", path=environ.get("PATH"))
@@ -80,10 +80,11 @@ def locate_rocm(environ: Mapping[str, str] | None = None) -> RocmInstall:
     if (DEFAULT_ROCM_PATH / "bin" / "hipcc").exists():
         return RocmInstall(DEFAULT_ROCM_PATH, DEFAULT_ROCM_PATH / "bin" / "hipcc", str(DEFAULT_ROCM_PATH))
     raise ToolchainError(
-        f"{_owner()}: no ROCm installation found (no $ROCM_PATH, no hipcc on PATH, no {DEFAULT_ROCM_PATH}/bin/hipcc). "
+        f"no ROCm installation found (no $ROCM_PATH, no hipcc on PATH, no {DEFAULT_ROCM_PATH}/bin/hipcc). "
         f"Compiling HIP kernels needs ROCm's hipcc; generating HIP source alone needs no ROCm (see "
         f"tilelang_hip.codegen.generate_source).",
         fix="install ROCm >= 6.3 (https://rocm.docs.amd.com, 'Install') and set ROCM_PATH, or put hipcc on PATH.",
+        owner=OWNER,
     )
 
 
@@ -131,17 +132,19 @@ def find_toolchain(environ: Mapping[str, str] | None = None) -> Toolchain:
     platform = hip_platform(install, environ)
     if platform != "amd":
         raise ToolchainError(
-            f"{_owner()}: {install.hipcc} (ROCm {version}) would compile for HIP_PLATFORM={platform or repr(platform)}, not "
+            f"{install.hipcc} (ROCm {version}) would compile for HIP_PLATFORM={platform or repr(platform)}, not "
             f"for AMD GPUs (hipcc before ROCm 6 picks NVIDIA when HIP_PLATFORM is unset and nvcc is on PATH). Set "
-            f"HIP_PLATFORM=amd in the environment of the process that compiles."
+            f"HIP_PLATFORM=amd in the environment of the process that compiles.",
+            owner=OWNER,
         )
     missing = missing_headers(install, environ)
     if missing:
         raise ToolchainError(
-            f"{_owner()}: ROCm {version} at {install.root} lacks {', '.join(missing)}, which tilelang's HIP templates "
+            f"ROCm {version} at {install.root} lacks {', '.join(missing)}, which tilelang's HIP templates "
             f"(tl_templates/hip/common.h, hip_fp8.h) include, so no generated kernel can compile with it. Install "
             f"ROCm >= 6.3 with rocWMMA (https://rocm.docs.amd.com) and point ROCM_PATH at it. Generating HIP source "
-            f"needs no ROCm: see tilelang_hip.codegen.generate_source."
+            f"needs no ROCm: see tilelang_hip.codegen.generate_source.",
+            owner=OWNER,
         )
     return Toolchain(
         name="rocm",
@@ -174,8 +177,9 @@ def upstream_backend() -> Any:
         import tilelang
 
         raise ToolchainError(
-            f"target 'hip' ({DISTRIBUTION} {__version__}) delegates to tilelang's '{UPSTREAM_BACKEND}' backend for TVM kind "
-            f"'{TVM_KIND}', which tilelang {tilelang.__version__} does not register (registered: {', '.join(sorted(backends))}). "
-            f"Install a tilelang release this package supports (pip install 'tilelang{TILELANG_REQUIREMENT}')."
+            f"delegates to tilelang's '{UPSTREAM_BACKEND}' backend for TVM kind '{TVM_KIND}', which tilelang "
+            f"{tilelang.__version__} does not register (registered: {', '.join(sorted(backends))}). "
+            f"Install a tilelang release this package supports (pip install 'tilelang{TILELANG_REQUIREMENT}').",
+            owner=OWNER,
         )
     return found

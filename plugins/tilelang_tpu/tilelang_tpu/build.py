@@ -25,13 +25,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tilecore import TilecoreError, ToolchainError
+from tilecore import Owner, TilecoreError, ToolchainError
 from tilecore.kit.artifacts import Artifact, ArtifactStore
 from tilecore.kit.host_compiler import find_host_compiler
 from tilecore.kit.paths import cache_dir
 from tilelang_tpu import __version__, abi
+from tilelang_tpu.chips import error_owner
 from tilelang_tpu.setup import TpuToolchain
-from tilelang_tpu.target import DIST, PCIE_UNSUPPORTED
+from tilelang_tpu.target import pcie_unsupported
 
 logger = logging.getLogger("tilelang_tpu")
 
@@ -73,10 +74,8 @@ class Build:
 STORE = ArtifactStore("tpu", "kernels")
 
 
-def kernel_where(chip: str, mode: str, name: str) -> str:
-    from tilelang_tpu.target import owner
-
-    return f"kernel {name!r} for target tpu:chip={chip},mode={mode} ({owner()})"
+def kernel_where(chip: str, mode: str, name: str) -> Owner:
+    return error_owner(f"tpu:chip={chip},mode={mode}", kernel=name)
 
 
 def library_name(key: str) -> str:
@@ -91,20 +90,21 @@ def cache_key(source: str, chip: str, mode: str, toolchain: TpuToolchain) -> str
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:40]
 
 
-def check_entry(source: str, name: str, where: str) -> str:
+def check_entry(source: str, name: str, where: Owner) -> str:
     """The entry the ABI requires, after checking the source defines exactly that kernel."""
     wanted = abi.entry_name(name)
     found = _KERNEL_DECL.findall(source)
     if found != [wanted]:
         raise TilecoreError(
-            f"{where}: the PPL source must define exactly one __KERNEL__ function named {wanted!r} "
-            f"(tilelang_tpu.abi.entry_name({name!r})), but defines {found or 'none'}."
+            f"the PPL source must define exactly one __KERNEL__ function named {wanted!r} "
+            f"(tilelang_tpu.abi.entry_name({name!r})), but defines {found or 'none'}.",
+            owner=where,
         )
     return wanted
 
 
 def _compiler() -> str:
-    return find_host_compiler("c", f"target 'tpu' ({DIST} {__version__})").path
+    return find_host_compiler("c", error_owner()).path
 
 
 def _keep_failure(key: str, source: str, log: str) -> Path:
@@ -115,7 +115,7 @@ def _keep_failure(key: str, source: str, log: str) -> Path:
     return folder / SOURCE
 
 
-def _ppl_compile(source_path: Path, out: Path, chip: str, toolchain: TpuToolchain, key: str, source: str, where: str) -> Path:
+def _ppl_compile(source_path: Path, out: Path, chip: str, toolchain: TpuToolchain, key: str, source: str, where: Owner) -> Path:
     global ppl_compile_runs
     command = [
         str(toolchain.ppl_compile),
@@ -140,8 +140,9 @@ def _ppl_compile(source_path: Path, out: Path, chip: str, toolchain: TpuToolchai
     kept = _keep_failure(key, source, log)
     if result.returncode == EXIT_LOCAL_MEMORY:
         raise LocalMemoryError(
-            f"{where}: the kernel's tiles do not fit in {chip}'s local memory (ppl-compile exit status 17, local-memory "
-            f"address assignment failed). Use smaller tiles (block sizes) or fewer live local buffers. Source kept at {kept}."
+            f"the kernel's tiles do not fit in {chip}'s local memory (ppl-compile exit status 17, local-memory "
+            f"address assignment failed). Use smaller tiles (block sizes) or fewer live local buffers. Source kept at {kept}.",
+            owner=where,
         )
     output = (result.stderr or result.stdout).strip()
     excerpt = output if len(output) <= 3000 else f"{output[:2000]}\n[...]\n{output[-1000:]}"
@@ -151,13 +152,14 @@ def _ppl_compile(source_path: Path, out: Path, chip: str, toolchain: TpuToolchai
         else f"failed with exit status {result.returncode}"
     )
     raise PplCompileError(
-        f"{where}: ppl-compile {status}:\n{excerpt}\n"
+        f"ppl-compile {status}:\n{excerpt}\n"
         f"The generated PPL source is kept at {kept} (full log next to it). This is a bug in the tpu codegen or an "
-        "unsupported construct; please report it with that file."
+        "unsupported construct; please report it with that file.",
+        owner=where,
     )
 
 
-def _link(device_c: Path, output: Path, chip: str, toolchain: TpuToolchain, key: str, source: str, where: str) -> None:
+def _link(device_c: Path, output: Path, chip: str, toolchain: TpuToolchain, key: str, source: str, where: Owner) -> None:
     libraries = toolchain.require_libraries(chip)
     emulator_lib = libraries[EMULATOR_LIBRARY[chip]]
     code = toolchain.chip_code(chip)
@@ -174,7 +176,7 @@ def _link(device_c: Path, output: Path, chip: str, toolchain: TpuToolchain, key:
     result = subprocess.run(command, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL, env=toolchain.process_env())
     if result.returncode != 0:
         kept = _keep_failure(key, source, f"$ {' '.join(command)}\n{result.stdout}\n{result.stderr}")
-        raise ToolchainError(f"{where}: linking the device library failed:\n{result.stderr.strip()[-3000:]}\nSource kept at {kept}.")
+        raise ToolchainError(f"linking the device library failed:\n{result.stderr.strip()[-3000:]}\nSource kept at {kept}.", owner=where)
 
 
 def build(source: str, name: str, chip: str, mode: str, toolchain: TpuToolchain, verified_copy: Path | None = None) -> Build:
@@ -190,7 +192,7 @@ def build(source: str, name: str, chip: str, mode: str, toolchain: TpuToolchain,
     """
     where = kernel_where(chip, mode, name)
     if mode != "cmodel":
-        raise ToolchainError(PCIE_UNSUPPORTED)
+        raise pcie_unsupported()
     check_entry(source, name, where)
     key = cache_key(source, chip, mode, toolchain)
     filename = library_name(key)

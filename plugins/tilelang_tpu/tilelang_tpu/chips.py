@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tilecore import TargetOptionError
+from tilecore import Owner, TargetOptionError
 from tilelang_tpu import __version__
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "TARGET_NAME",
     "check_cores",
     "cores_of",
+    "error_owner",
     "owner",
 ]
 
@@ -46,6 +47,11 @@ def owner() -> str:
     return f"{DIST} {__version__}"
 
 
+def error_owner(target: str = TARGET_NAME, kernel: str = "") -> Owner:
+    """The :class:`tilecore.Owner` of an error about ``target`` (and ``kernel``)."""
+    return Owner(DIST, __version__, target=target, kernel=kernel)
+
+
 def cores_of(chip: str, value: str) -> int:
     """The core count the ``cores`` option's ``value`` means on ``chip`` (``max``: all of them)."""
     return CHIP_CORES.get(chip, 1) if value == MAX_CORES else check_cores(chip, int(value))
@@ -61,7 +67,8 @@ def check_cores(chip: str, cores: int) -> int:
             else f"it has {most} TPU cores"
         )
         raise TargetOptionError(
-            f"target {TARGET_NAME!r} ({owner()}): chip {chip} cannot run a kernel on cores={cores}: {why}. "
-            f"Use cores=1{f'..{most}' if most > 1 else ''} (e.g. target='{TARGET_NAME}:chip={chip},cores=1')."
+            f"chip {chip} cannot run a kernel on cores={cores}: {why}. "
+            f"Use cores=1{f'..{most}' if most > 1 else ''} (e.g. target='{TARGET_NAME}:chip={chip},cores=1').",
+            owner=error_owner(),
         )
     return cores

@@ -15,7 +15,7 @@ import torch
 
 from tilecore import TensorParam, ToolchainError
 from tilecore.kit.supply import make_tensor
-from tilelang_tpu.target import owner
+from tilelang_tpu.chips import error_owner
 
 IMPORT_NAME = "torch_tpu"
 _SOPHGO_MARKERS = ("sophgo", "sophon")
@@ -63,11 +63,12 @@ def require_sophgo_torch_tpu() -> TorchTpu:
     sophgo = [d for d in found if d.vendor == "sophgo"]
     if sophgo and len(found) == 1:
         return sophgo[0]
-    where = f"target 'tpu' mode=pcie ({owner()})"
+    where = error_owner("tpu:mode=pcie")
     if not found:
         raise ToolchainError(
-            f"{where} keeps tensors on tpu:0 through SophGo's torch_tpu, which is not installed. Install the torch_tpu "
-            "wheel from SophGo's SDK (not PyPI's torch-tpu, which is Google's TorchTPU), or run on the emulator with mode=cmodel."
+            "keeps tensors on tpu:0 through SophGo's torch_tpu, which is not installed. Install the torch_tpu "
+            "wheel from SophGo's SDK (not PyPI's torch-tpu, which is Google's TorchTPU), or run on the emulator with mode=cmodel.",
+            owner=where,
         )
     listing = "; ".join(f"{d.distribution} {d.version} ({d.vendor}: {d.evidence})" for d in found)
     if sophgo:
@@ -77,8 +78,9 @@ def require_sophgo_torch_tpu() -> TorchTpu:
     else:
         reason = f"the installed torch_tpu is not identifiable as SophGo's ({listing})"
     raise ToolchainError(
-        f"{where}: {reason}. Uninstall it (pip uninstall {found[0].distribution}) and install the torch_tpu wheel "
-        "from SophGo's SDK, or run on the emulator with mode=cmodel."
+        f"{reason}. Uninstall it (pip uninstall {found[0].distribution}) and install the torch_tpu wheel "
+        "from SophGo's SDK, or run on the emulator with mode=cmodel.",
+        owner=where,
     )
 
 

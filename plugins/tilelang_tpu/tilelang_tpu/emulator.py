@@ -32,8 +32,9 @@ import tempfile
 import threading
 from pathlib import Path
 
-from tilecore import TilecoreError
+from tilecore import Owner, TilecoreError
 from tilecore.kit.paths import UNIX_SOCKET_PATH_MAX, socket_scratch_parent
+from tilelang_tpu.chips import error_owner
 
 #: Spelled as SophGo's emulator spells it ("SCALAER").
 WORKDIR_ENV = "TPU_SCALAER_EMULATOR_WORKDIR"
@@ -48,10 +49,8 @@ _lock = threading.Lock()
 _workdir: Path | None = None
 
 
-def _where() -> str:
-    from tilelang_tpu.target import owner
-
-    return f"target 'tpu' ({owner()}): the SophGo emulator"
+def _where() -> Owner:
+    return error_owner()
 
 
 def ensure_workdir() -> Path:
@@ -64,10 +63,11 @@ def ensure_workdir() -> Path:
         if explicit:
             if len(explicit) > UNIX_SOCKET_PATH_MAX - SOCKET_NAME_RESERVE:
                 raise TilecoreError(
-                    f"{_where()} creates unix sockets under {WORKDIR_ENV}={explicit!r} ({len(explicit)} characters); socket "
+                    f"the SophGo emulator creates unix sockets under {WORKDIR_ENV}={explicit!r} ({len(explicit)} characters); socket "
                     f"paths are limited to {UNIX_SOCKET_PATH_MAX} bytes, so it must be at most "
                     f"{UNIX_SOCKET_PATH_MAX - SOCKET_NAME_RESERVE} characters. Unset it (tilelang-tpu then picks a short "
-                    "private directory) or point it at a shorter path."
+                    "private directory) or point it at a shorter path.",
+                    owner=_where(),
                 )
             _workdir = Path(explicit)
             _workdir.mkdir(parents=True, exist_ok=True)

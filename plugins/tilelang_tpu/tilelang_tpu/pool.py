@@ -47,10 +47,10 @@ import torch
 
 from tilecore import TilecoreError
 from tilecore.kit.artifacts import KernelFaultError
-from tilelang_tpu import __version__, emulator, lifeline, start_lock
+from tilelang_tpu import emulator, lifeline, start_lock
 from tilelang_tpu.channel import Channel, Spawner
+from tilelang_tpu.chips import error_owner, owner
 from tilelang_tpu.setup import TpuToolchain
-from tilelang_tpu.target import DIST, owner
 
 logger = logging.getLogger("tilelang_tpu")
 
@@ -96,7 +96,7 @@ def _seconds(name: str, default: float) -> float:
     try:
         return max(float(text), 0.0) if text else default
     except ValueError:
-        raise TilecoreError(f"target 'tpu' ({DIST} {__version__}): {name}={text!r} is not a number of seconds.") from None
+        raise TilecoreError(f"{name}={text!r} is not a number of seconds.", owner=error_owner()) from None
 
 
 def idle_timeout() -> float:

@@ -49,13 +49,11 @@ METHODS = ("event", "wall")
 
 def bench(fn: Callable[[], Any], mode: str, warmup: float, rep: float, n_warmup: int, n_repeat: int, backend: str = "event") -> list[float]:
     """Milliseconds of each timed call of ``fn`` (launches are synchronous, so wall time is complete)."""
-    if backend not in METHODS:
+    if backend not in METHODS:  # the registry names the target and distribution
         from tilecore import TilecoreError
-        from tilelang_tpu import __version__
 
         raise TilecoreError(
-            f"target 'tpu' (tilelang-tpu {__version__}) times synchronous launches with the host clock; "
-            f"do_bench(backend={backend!r}) is not available. Valid: {', '.join(METHODS)}."
+            f"times synchronous launches with the host clock; do_bench(backend={backend!r}) is not available. Valid: {', '.join(METHODS)}."
         )
     if mode == "cmodel":
         _warn_once()

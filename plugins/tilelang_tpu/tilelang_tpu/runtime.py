@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from tilecore import CompiledKernel, TilecoreError, ToolchainError
+from tilecore import CompiledKernel, TilecoreError
 from tilecore.errors import KernelFaultError
 from tilecore.kit.artifacts import ArtifactStore
 from tilelang_tpu import abi
@@ -33,7 +33,7 @@ from tilelang_tpu.build import Build, LocalMemoryError, PplCompileError, build, 
 from tilelang_tpu.grid import launch_cores
 from tilelang_tpu.pool import IDLE_TIMEOUT_ENV, WORKERS, WorkerLostError, WorkerStartError, close_workers
 from tilelang_tpu.setup import TpuToolchain
-from tilelang_tpu.target import CHIP_CORES, PCIE_UNSUPPORTED
+from tilelang_tpu.target import CHIP_CORES, pcie_unsupported
 
 
 def __getattr__(name: str) -> Any:
@@ -68,7 +68,7 @@ class EmulatorAdapter:
             #: cores to launch on: exactly those the library was compiled for (its set_core_num)
             self.cores = launch_cores(kernel.source, CHIP_CORES[self.chip])
         except ValueError as err:
-            raise TilecoreError(f"{self._where}: {err}.") from None
+            raise TilecoreError(f"{err}.", owner=self._where) from None
         toolchain.require_libraries(self.chip)
 
     def _key(self) -> tuple[tuple[str, ...], list[str]]:
@@ -83,13 +83,23 @@ class EmulatorAdapter:
             if size > abi.SHAPE_MAX:
                 param = self._params[index]
                 raise TilecoreError(
-                    f"{self._where}: argument {index} ({param.describe()}) has {param.shape[axis]}={size} on axis {axis}, "
-                    f"more than the {abi.SHAPE_MAX} an {abi.SHAPE_DTYPE} dimension parameter holds. Split the call."
+                    f"argument {index} ({param.describe()}) has {param.shape[axis]}={size} on axis {axis}, "
+                    f"more than the {abi.SHAPE_MAX} an {abi.SHAPE_DTYPE} dimension parameter holds. Split the call.",
+                    owner=self._where,
                 )
             scalars.append([slot, abi.SHAPE_DTYPE, int(size)])
         try:
             WORKERS.run(
-                key, self.chip, arguments, self._toolchain, self._build.library, self._symbol, tensors, self._where, scalars, self.cores
+                key,
+                self.chip,
+                arguments,
+                self._toolchain,
+                self._build.library,
+                self._symbol,
+                tensors,
+                str(self._where),
+                scalars,
+                self.cores,
             )
         except WorkerLostError as err:
             # Lost, not faulted: blame the library only if it no longer matches its recorded hash.
@@ -133,7 +143,7 @@ def create_adapter(kernel: CompiledKernel, toolchain: TpuToolchain) -> EmulatorA
     """
     chip, mode = kernel.target["chip"], kernel.target["mode"]
     if mode != "cmodel":
-        raise ToolchainError(PCIE_UNSUPPORTED)
+        raise pcie_unsupported()
     copy = Path(kernel.library_path) if kernel.library_path is not None else None
     built = build(kernel.source, kernel.name, chip, mode, toolchain, verified_copy=copy)
     if kernel.library_path is not None and built.artifact is not None:

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from tilecore import Toolchain, ToolchainError
 from tilecore.kit.paths import cache_root
-from tilelang_tpu.chips import CHIPS, DIST, FALLBACK_CHIP_CODES, TARGET_NAME, owner
+from tilelang_tpu.chips import CHIPS, FALLBACK_CHIP_CODES, TARGET_NAME, error_owner
 
 logger = logging.getLogger("tilelang_tpu")
 
@@ -108,9 +108,10 @@ class TpuToolchain:
         if missing:
             dirs = ", ".join(map(str, self.library_dirs)) or "<none>"
             raise ToolchainError(
-                f"target '{TARGET_NAME}:{chip}' ({owner()}): the PPL toolchain found by {self.found_by} ({self.ppl_root}) "
+                f"the PPL toolchain found by {self.found_by} ({self.ppl_root}) "
                 f"lacks the {chip} emulator libraries {', '.join(missing)} (searched: {dirs}). "
-                f"Run `{INSTALL_COMMAND}`, or point PPL_PROJECT_ROOT at an SDK whose envsetup.sh puts them on LD_LIBRARY_PATH."
+                f"Run `{INSTALL_COMMAND}`, or point PPL_PROJECT_ROOT at an SDK whose envsetup.sh puts them on LD_LIBRARY_PATH.",
+                owner=error_owner(f"{TARGET_NAME}:{chip}"),
             )
         return {name: path for name in RUNTIME_LIBRARIES[chip] if (path := self.library(name)) is not None}
 
@@ -147,7 +148,7 @@ def envsetup_timeout() -> float:
     try:
         return float(text) if text else DEFAULT_ENVSETUP_TIMEOUT_S
     except ValueError:
-        raise ToolchainError(f"target {TARGET_NAME!r} ({owner()}): {ENVSETUP_TIMEOUT_ENV}={text!r} is not a number of seconds.") from None
+        raise ToolchainError(f"{ENVSETUP_TIMEOUT_ENV}={text!r} is not a number of seconds.", owner=error_owner()) from None
 
 
 def world_writable(script: Path) -> list[str]:
@@ -174,10 +175,10 @@ def source_envsetup(script: Path, base_env: Mapping[str, str] | None = None) -> 
     (the script and anything it started) is killed, so nothing is left running.
     Its output goes to stderr, which is quoted in the error if it fails.
     """
-    where = f"target {TARGET_NAME!r} ({owner()})"
+    where = error_owner()
     bash = shutil.which("bash")
     if bash is None:
-        raise ToolchainError(f"{where}: sourcing {script} needs bash, which is not on PATH. Install bash or unset PPL_PROJECT_ROOT.")
+        raise ToolchainError(f"sourcing {script} needs bash, which is not on PATH. Install bash or unset PPL_PROJECT_ROOT.", owner=where)
     base = dict(os.environ if base_env is None else base_env)
     timeout = envsetup_timeout()
     # `source` runs in this shell so its exports reach `env -0`; the script's own output goes to
@@ -199,8 +200,9 @@ def source_envsetup(script: Path, base_env: Mapping[str, str] | None = None) -> 
             os.killpg(process.pid, signal.SIGKILL)
         process.communicate()
         raise ToolchainError(
-            f"{where}: sourcing {script} (from PPL_PROJECT_ROOT) did not finish within {timeout:g} s; it and everything it "
-            f"started were stopped. Fix the script, raise {ENVSETUP_TIMEOUT_ENV}, or unset PPL_PROJECT_ROOT."
+            f"sourcing {script} (from PPL_PROJECT_ROOT) did not finish within {timeout:g} s; it and everything it "
+            f"started were stopped. Fix the script, raise {ENVSETUP_TIMEOUT_ENV}, or unset PPL_PROJECT_ROOT.",
+            owner=where,
         ) from None
     finally:
         # Whatever the script left running in the background is not ours to keep.
@@ -209,10 +211,11 @@ def source_envsetup(script: Path, base_env: Mapping[str, str] | None = None) -> 
     if process.returncode != 0:
         stderr = stderr_bytes.decode(errors="replace").strip()[-2000:]
         raise ToolchainError(
-            f"{where}: sourcing {script} (from PPL_PROJECT_ROOT) failed with exit status {process.returncode}"
+            f"sourcing {script} (from PPL_PROJECT_ROOT) failed with exit status {process.returncode}"
             + (f":\n{stderr}\n" if stderr else ". ")
             + "Fix the script, point PPL_PROJECT_ROOT at a working PPL SDK, or unset it to use an installed "
-            f"tpu_mlir or `{INSTALL_COMMAND}`."
+            f"tpu_mlir or `{INSTALL_COMMAND}`.",
+            owner=where,
         )
     exported: dict[str, str] = {}
     for item in stdout.split(b"\0"):
@@ -248,7 +251,7 @@ def _read_version(ppl_root: Path, ppl_compile: Path) -> str:
 
 
 def _layout(ppl_root: Path, found_by: str, env: Mapping[str, str], extra_library_dirs: list[Path]) -> TpuToolchain:
-    where = f"target {TARGET_NAME!r} ({owner()})"
+    where = error_owner()
     ppl_compile = ppl_root / "bin" / "ppl-compile"
     if not ppl_compile.is_file() and "PATH" in env:
         found = shutil.which("ppl-compile", path=env["PATH"])
@@ -262,8 +265,9 @@ def _layout(ppl_root: Path, found_by: str, env: Mapping[str, str], extra_library
         problems.append(f"no PPL headers ({ppl_root / 'inc' / 'ppl.h'})")
     if problems:
         raise ToolchainError(
-            f"{where}: the PPL toolchain found by {found_by} at {ppl_root} is incomplete: {'; '.join(problems)}. "
-            f"Reinstall it (`{INSTALL_COMMAND}` for the default one) or point PPL_PROJECT_ROOT at a complete PPL SDK."
+            f"the PPL toolchain found by {found_by} at {ppl_root} is incomplete: {'; '.join(problems)}. "
+            f"Reinstall it (`{INSTALL_COMMAND}` for the default one) or point PPL_PROJECT_ROOT at a complete PPL SDK.",
+            owner=where,
         )
     library_dirs: list[Path] = []
     for entry in env.get("LD_LIBRARY_PATH", "").split(os.pathsep):
@@ -289,16 +293,17 @@ def _tpu_mlir_env(package: Path) -> dict[str, str]:
 def from_ppl_project_root(value: str, source_scripts: bool = True) -> TpuToolchain:
     """The SDK at ``$PPL_PROJECT_ROOT``; with ``source_scripts=False`` (listing) its
     ``envsetup.sh`` is not run and the directory is used as it is."""
-    where = f"target {TARGET_NAME!r} ({owner()})"
+    where = error_owner()
     root = Path(value).expanduser()
     if not root.is_absolute():
         raise ToolchainError(
-            f"{where}: PPL_PROJECT_ROOT={value!r} is a relative path; it must be absolute (tilelang-tpu never sources "
-            "scripts relative to the current directory). Set it to the SDK's absolute path, or unset it."
+            f"PPL_PROJECT_ROOT={value!r} is a relative path; it must be absolute (tilelang-tpu never sources "
+            "scripts relative to the current directory). Set it to the SDK's absolute path, or unset it.",
+            owner=where,
         )
     if not root.is_dir():
         raise ToolchainError(
-            f"{where}: PPL_PROJECT_ROOT={value!r} is not a directory. Point it at a PPL SDK, or unset it to use `{INSTALL_COMMAND}`."
+            f"PPL_PROJECT_ROOT={value!r} is not a directory. Point it at a PPL SDK, or unset it to use `{INSTALL_COMMAND}`.", owner=where
         )
     script = root / "envsetup.sh"
     warnings: list[str] = []
@@ -398,12 +403,13 @@ def discover(source_scripts: bool = True) -> TpuToolchain:
     if installed:
         return from_install(installed[0])
     raise ToolchainError(
-        f"target {TARGET_NAME!r} ({DIST} {owner().split()[-1]}): no SophGo PPL toolchain found. Looked for, in order: "
+        f"no SophGo PPL toolchain found. Looked for, in order: "
         f"(1) $PPL_PROJECT_ROOT: not set; (2) an installed tpu_mlir package: none; "
         f"(3) a toolchain installed by `{INSTALL_COMMAND}` under {install_root()}: none.",
         # Separate, so `tilecore doctor` shows it as the fix; the message ends with " Fix: ..." as before.
         fix=f"run `{INSTALL_COMMAND}` (fetches tpu_mlir=={TOOLCHAIN_WHEEL_VERSION} from PyPI and keeps the ~183 MiB that "
         "compiling and emulation need), or set PPL_PROJECT_ROOT to a PPL SDK.",
+        owner=error_owner(),
     )
 
 

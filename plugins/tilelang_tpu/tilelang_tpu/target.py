@@ -25,7 +25,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from tilecore import Availability, TargetOption, TargetOptionError, TargetSpec
+from tilecore import Availability, TargetOption, TargetOptionError, TargetSpec, ToolchainError
 from tilelang_tpu import __version__
 from tilelang_tpu.chips import (
     CHIP_CORES,
@@ -38,6 +38,7 @@ from tilelang_tpu.chips import (
     TARGET_NAME,
     check_cores,
     cores_of,
+    error_owner,
     owner,
 )
 
@@ -60,6 +61,7 @@ __all__ = [
     "default_mode",
     "device_of",
     "owner",
+    "pcie_unsupported",
     "probe",
 ]
 
@@ -98,8 +100,9 @@ def default_mode() -> str:
     if explicit:
         if explicit not in MODES:
             raise TargetOptionError(
-                f"target {TARGET_NAME!r} ({owner()}): {MODE_ENV}={os.environ[MODE_ENV]!r} is not a valid mode. "
-                f"Valid modes: {', '.join(MODES)}. Unset it to detect the mode (pcie with a SophGo card, else cmodel)."
+                f"{MODE_ENV}={os.environ[MODE_ENV]!r} is not a valid mode. "
+                f"Valid modes: {', '.join(MODES)}. Unset it to detect the mode (pcie with a SophGo card, else cmodel).",
+                owner=error_owner(),
             )
         return explicit
     nodes, library = card_runtime()
@@ -113,7 +116,6 @@ def device_of(options: Mapping[str, str]) -> str:
 
 def probe() -> Availability:
     """Whether kernels for ``tpu`` with default options can be built and run here (never raises)."""
-    from tilecore import ToolchainError
     from tilelang_tpu import setup
 
     try:
@@ -139,6 +141,14 @@ PCIE_UNSUPPORTED = (
     "device kernels for a card must be cross-compiled with SophGo's RISC-V toolchain and linked with libfirmware_core.a, "
     "neither of which the tpu_mlir wheel ships. Use the emulator: target='tpu:mode=cmodel' or TILELANG_TPU_MODE=cmodel."
 )
+
+
+def pcie_unsupported() -> ToolchainError:
+    """The refusal of mode=pcie, owned by the tpu target (its text names it already)."""
+    error = ToolchainError(PCIE_UNSUPPORTED)
+    error.owner = error_owner()
+    return error
+
 
 TARGET = TargetSpec(
     name=TARGET_NAME,

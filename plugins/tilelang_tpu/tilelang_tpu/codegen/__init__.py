@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tilecore.errors import TilecoreError
+from tilecore.errors import Owner, TilecoreError
 from tilelang_tpu import __version__, abi
 from tilelang_tpu.chips import DEFAULT_CORES, check_cores, cores_of
 from tilelang_tpu.codegen import entry, walk
@@ -45,13 +45,13 @@ class TpuCodegenError(TilecoreError, ValueError):
         self.construct = construct
         self.where = where
         message = (
-            f"target tpu ({DISTRIBUTION} {__version__}): kernel {kernel!r} uses {construct}, which the tpu code generator does not support.\n"
+            f"kernel {kernel!r} uses {construct}, which the tpu code generator does not support.\n"
             f"  in: {where.strip().replace(chr(10), chr(10) + '      ')}"
         )
         if hint:
             message += f"\n  fix: {hint}"
         message += "\n  (run `tilelang-tpu constructs` for the supported constructs and what to write instead)"
-        super().__init__(message)
+        super().__init__(message, owner=Owner(DISTRIBUTION, __version__, target="tpu"))
 
 
 def kernel_functions(device_mod: Any) -> list[tuple[str, Any]]:
