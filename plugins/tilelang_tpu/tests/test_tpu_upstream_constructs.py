@@ -43,7 +43,13 @@ def infinity_kernel(M: int, N: int, BM: int, dtype: str, sign: int) -> Any:
 
 @pytest.mark.parametrize(
     ("M", "N", "BM", "dtype", "sign"),
-    [(1, 5, 1, "float32", 1), (130, 33, 64, "float32", -1), (63, 16, 63, "float16", 1), (65, 40, 65, "bfloat16", -1), (200, 8, 128, "float16", -1)],
+    [
+        (1, 5, 1, "float32", 1),
+        (130, 33, 64, "float32", -1),
+        (63, 16, 63, "float16", 1),
+        (65, 40, 65, "bfloat16", -1),
+        (200, 8, 128, "float16", -1),
+    ],
 )
 def test_infinity_is_infinite_in_fills_selects_and_stores(M: int, N: int, BM: int, dtype: str, sign: int) -> None:
     """tpu printed T.infinity as the largest finite value (65504 in fp16): a wrong result
