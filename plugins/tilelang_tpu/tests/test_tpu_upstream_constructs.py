@@ -110,3 +110,206 @@ def test_reduce_of_rows_of_32_bytes(M: int, N: int, BM: int, dtype: str, kind: s
         ref = x.float().abs().sum(dim) if kind == "abssum" else x.float().abs().amax(dim)
     tol = 1e-5 if dtype == "float32" else 3e-2
     torch.testing.assert_close(y.float(), ref, rtol=tol, atol=tol * max(1, N if dim == 1 else M) ** 0.5)
+
+
+def branch_kernel(M: int, N: int, BM: int, dtype: str) -> Any:
+    """``if``/``else`` inside T.Parallel: both branches storing one element (global and tile),
+    a then-only store, a nested ``if``, a temporary bound before the branch, and a condition on
+    data (not only on indices)."""
+
+    @T.prim_func
+    def branch(
+        X: T.Tensor((M, N), dtype),
+        Unused: T.Tensor((2, 2), "float32"),
+        Y: T.Tensor((M, N), dtype),
+        Z: T.Tensor((M, N), dtype),
+    ):
+        with T.Kernel(T.ceildiv(M, BM), threads=1) as bx:
+            x = T.alloc_shared((BM, N), dtype)
+            z = T.alloc_fragment((BM, N), dtype)
+            T.copy(X[bx * BM, 0], x)
+            T.fill(z, 1)
+            for i, j in T.Parallel(BM, N):
+                row = bx * BM + i
+                if 3 < row < 70:
+                    Y[row, j] = X[row, j] * 2.0
+                else:
+                    Y[row, j] = X[row, j] * 0.5
+            for i, j in T.Parallel(BM, N):
+                t = x[i, j] * 3.0
+                if x[i, j] > 0:
+                    z[i, j] = t
+                    if j >= 2:
+                        z[i, j] = -t
+                elif j < 5:
+                    z[i, j] = x[i, j] - 1.0
+            T.copy(z, Z[bx * BM, 0])
+
+    return branch
+
+
+@pytest.mark.parametrize(
+    ("M", "N", "BM", "dtype"),
+    [(1, 5, 1, "float32"), (130, 33, 64, "float32"), (63, 16, 63, "float16"), (65, 40, 65, "bfloat16"), (200, 24, 128, "float16")],
+)
+def test_if_else_inside_parallel(M: int, N: int, BM: int, dtype: str) -> None:
+    """Upstream's test_tilelang_language_if_range (an ``if`` on the row inside T.Parallel, global
+    tensors read and written directly) and the other forms a user writes."""
+    kernel = tilelang.compile(branch_kernel(M, N, BM, dtype), target="tpu")
+    x = torch.randn(M, N).to(FLOATS[dtype])
+    y, z = torch.zeros(M, N, dtype=FLOATS[dtype]), torch.zeros(M, N, dtype=FLOATS[dtype])
+    run_checked(kernel, x, torch.zeros(2, 2), y, z, inputs=(0, 1))
+    row, col = torch.arange(M)[:, None], torch.arange(N)[None, :]
+    xf = x.float()
+    expected_y = torch.where((row > 3) & (row < 70), xf * 2.0, xf * 0.5)
+    t = (xf * 3.0).to(x.dtype).float() if dtype != "float32" else xf * 3.0
+    expected_z = torch.where(xf > 0, torch.where(col >= 2, -t, t), torch.where(col < 5, xf - 1.0, torch.ones_like(xf)))
+    tol = 0 if dtype == "float32" else 1e-2
+    torch.testing.assert_close(y.float(), expected_y.to(x.dtype).float(), rtol=tol, atol=tol)
+    torch.testing.assert_close(z.float(), expected_z.to(x.dtype).float(), rtol=tol, atol=tol)
+
+
+def global_mix_kernel(M: int, N: int, BM: int, dtype: str) -> Any:
+    """Global tensors read inside T.Parallel with other operations: a block, a per-row scale read
+    straight from a global vector, a scalar read of a global element, into a tile and into a
+    global tensor."""
+
+    @T.prim_func
+    def mix(
+        Scale: T.Tensor((M,), "float32"),
+        X: T.Tensor((M, N), dtype),
+        Bias: T.Tensor((4,), "float32"),
+        Y: T.Tensor((M, N), dtype),
+        W: T.Tensor((M, N), "float32"),
+    ):
+        with T.Kernel(T.ceildiv(M, BM), threads=1) as bx:
+            y = T.alloc_fragment((BM, N), dtype)
+            for i, j in T.Parallel(BM, N):
+                y[i, j] = X[bx * BM + i, j] * Scale[bx * BM + i] + Bias[2]
+            T.copy(y, Y[bx * BM, 0])
+            for i, j in T.Parallel(BM, N):
+                W[bx * BM + i, j] = T.cast(X[bx * BM + i, j], "float32") - Bias[1]
+
+    return mix
+
+
+@pytest.mark.parametrize(
+    ("M", "N", "BM", "dtype"), [(1, 7, 1, "float32"), (130, 33, 64, "float32"), (63, 64, 63, "float16"), (65, 40, 65, "bfloat16")]
+)
+def test_global_reads_with_other_operations_in_parallel(M: int, N: int, BM: int, dtype: str) -> None:
+    kernel = tilelang.compile(global_mix_kernel(M, N, BM, dtype), target="tpu")
+    scale, x, bias = torch.randn(M), torch.randn(M, N).to(FLOATS[dtype]), torch.randn(4)
+    y, w = torch.zeros(M, N, dtype=FLOATS[dtype]), torch.zeros(M, N)
+    run_checked(kernel, scale, x, bias, y, w, inputs=(0, 1, 2))
+    tol = 1e-5 if dtype == "float32" else 2e-2
+    torch.testing.assert_close(y.float(), (x.float() * scale[:, None] + bias[2]).to(x.dtype).float(), rtol=tol, atol=tol)
+    torch.testing.assert_close(w, x.float() - bias[1], rtol=1e-6, atol=1e-6)
+
+
+def global_copy_kernel(M: int, N: int, BM: int, BN: int, src: str, dst: str) -> Any:
+    @T.prim_func
+    def gcopy(A: T.Tensor((M, N), src), B: T.Tensor((M, N), dst), C: T.Tensor((N,), src), D: T.Tensor((N,), dst)):
+        with T.Kernel(T.ceildiv(N, BN), T.ceildiv(M, BM), threads=1) as (bx, by):
+            T.copy(A[by * BM : (by + 1) * BM, bx * BN : (bx + 1) * BN], B[by * BM : (by + 1) * BM, bx * BN : (bx + 1) * BN])
+            if bx == 0 and by == 0:
+                T.copy(C, D)
+
+    return gcopy
+
+
+@pytest.mark.parametrize(
+    ("M", "N", "BM", "BN", "src", "dst"),
+    [
+        (1, 5, 1, 5, "float32", "float32"),
+        (130, 70, 64, 64, "float16", "float16"),
+        (63, 33, 63, 32, "float32", "float16"),
+        (65, 40, 65, 16, "bfloat16", "float32"),
+        (300, 1000, 128, 1000, "float32", "float32"),
+        (100, 3, 100, 3, "int32", "int32"),
+    ],
+)
+def test_copy_from_global_to_global(M: int, N: int, BM: int, BN: int, src: str, dst: str) -> None:
+    """Upstream's test_tilelang_language_copy: T.copy between two kernel tensors (blocks that
+    overhang the edge, casts, a 1-D tensor, a region larger than one chunk)."""
+    kernel = tilelang.compile(global_copy_kernel(M, N, BM, BN, src, dst), target="tpu")
+    dtypes = {**FLOATS, "int32": torch.int32}
+    a = (torch.randn(M, N) * 50).to(dtypes[src])
+    c = (torch.randn(N) * 50).to(dtypes[src])
+    b, d = torch.zeros(M, N, dtype=dtypes[dst]), torch.zeros(N, dtype=dtypes[dst])
+    run_checked(kernel, a, b, c, d, inputs=(0, 2))
+    assert torch.equal(b, a.to(dtypes[dst]))
+    assert torch.equal(d, c.to(dtypes[dst]))
+
+
+def half_gemm_kernel(M: int, N: int, K: int, BM: int, BN: int, BK: int, dtype: str) -> Any:
+    """Upstream's CPU GEMM: 16-bit tiles read element by element in a T.grid nest, fp32 accumulator."""
+
+    @T.prim_func
+    def half_gemm(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, BN), T.ceildiv(M, BM)) as (bx, by):
+            a = T.alloc_local((BM, BK), dtype)
+            b = T.alloc_local((BK, BN), dtype)
+            c = T.alloc_local((BM, BN), "float32")
+            T.clear(c)
+            for ko in T.Pipelined(T.ceildiv(K, BK), num_stages=0):
+                T.copy(A[by * BM, ko * BK], a)
+                T.copy(B[ko * BK, bx * BN], b)
+                for i, j, k in T.grid(BM, BN, BK):
+                    c[i, j] += a[i, k] * b[k, j]
+            T.copy(c, C[by * BM, bx * BN])
+
+    return half_gemm
+
+
+@pytest.mark.parametrize(
+    ("M", "N", "K", "BM", "BN", "BK", "dtype"),
+    [(1, 5, 3, 1, 5, 3, "float16"), (65, 17, 20, 64, 16, 8, "bfloat16"), (63, 8, 33, 63, 8, 16, "float16")],
+)
+def test_per_element_reads_of_16_bit_tiles(M: int, N: int, K: int, BM: int, BN: int, BK: int, dtype: str) -> None:
+    """Upstream's test_tilelang_cpu_gemm (fp16): the loop only reads the 16-bit tiles (fp32 shadows)."""
+    kernel = tilelang.compile(half_gemm_kernel(M, N, K, BM, BN, BK, dtype), target="tpu", out_idx=[-1])
+    a, b = torch.randn(M, K).to(FLOATS[dtype]), torch.randn(K, N).to(FLOATS[dtype])
+    before = (a.clone(), b.clone())
+    c = kernel(a, b)
+    assert torch.equal(a, before[0]) and torch.equal(b, before[1])
+    torch.testing.assert_close(c.float(), (a.float() @ b.float()).to(FLOATS[dtype]).float(), rtol=2e-2, atol=2e-2)
+
+
+def half_elements_kernel(M: int, N: int, BM: int, dtype: str) -> Any:
+    """16-bit elements written and read back one at a time: a tile updated in place (overflow to
+    inf), a T.alloc_var sum over a global 16-bit row stored to a global 16-bit vector."""
+
+    @T.prim_func
+    def half_elements(X: T.Tensor((M, N), dtype), Unused: T.Tensor((1,), "int32"), Y: T.Tensor((M, N), dtype), S: T.Tensor((M,), dtype)):
+        with T.Kernel(T.ceildiv(M, BM), threads=1) as bx:
+            x = T.alloc_shared((BM, N), dtype)
+            acc = T.alloc_var("float32")
+            T.copy(X[bx * BM, 0], x)
+            for i in T.serial(BM):
+                x[i, 0] = x[i, 0] * 3.0 + x[i, N - 1]
+                x[i, N - 1] = x[i, 0] * 30000.0
+            T.copy(x, Y[bx * BM, 0])
+            for i in T.serial(BM):
+                acc = 0.0
+                for j in T.serial(N):
+                    acc += X[bx * BM + i, j]
+                S[bx * BM + i] = acc
+
+    return half_elements
+
+
+@pytest.mark.parametrize(("M", "N", "BM", "dtype"), [(1, 3, 1, "float16"), (70, 5, 64, "bfloat16"), (63, 4, 63, "float16")])
+def test_per_element_writes_of_16_bit_elements(M: int, N: int, BM: int, dtype: str) -> None:
+    kernel = tilelang.compile(half_elements_kernel(M, N, BM, dtype), target="tpu")
+    t = FLOATS[dtype]
+    x = torch.randn(M, N).to(t)
+    y, s = torch.zeros(M, N, dtype=t), torch.zeros(M, dtype=t)
+    run_checked(kernel, x, torch.zeros(1, dtype=torch.int32), y, s, inputs=(0, 1))
+    expected = x.clone()
+    expected[:, 0] = (x[:, 0].float() * 3.0 + x[:, N - 1].float()).to(t)
+    expected[:, N - 1] = (expected[:, 0].float() * 30000.0).to(t)  # |x| > 2.2 overflows fp16 to inf
+    assert torch.equal(y, expected)
+    sums = torch.zeros(M)
+    for j in range(N):  # the c target's order: fp32 adds of the 16-bit elements
+        sums = sums + x[:, j].float()
+    assert torch.equal(s, sums.to(t))

@@ -90,6 +90,11 @@ CONSTRUCTS: tuple[Construct, ...] = (
     ),
     Construct("`T.serial` loops, `if`, scalar bindings", "C `for`, `if`, `int`/`float` locals", "codegen/walk"),
     Construct(
+        "`T.infinity(dtype)`, `-T.infinity(dtype)` (fills, selects, stores, reduction identities)",
+        "IEEE ±inf, spelled `(3.0e38f * 2.0f)` (PPL has no inf literal); fp16/bf16 tiles filled with it hold ±inf",
+        "codegen/scalar",
+    ),
+    Construct(
         "scalar kernel parameters (`alpha: T.float32`, `n: T.int32`), passed as Python numbers, in any order, used or not",
         "by-value `float arg_i` / `int arg_i` entry parameters in their declared slot (`abi.SCALAR_TYPES`; the runtime "
         "packs them into ppl-compile's argument struct with C alignment); usable wherever an index or a scalar operand is "
@@ -173,7 +178,19 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "codegen/emit/gather",
         REFUSED,
     ),
-    Construct("`T.copy` global → global", "refused: stage the data through a `T.alloc_shared` tile", "codegen/emit/copy", REFUSED),
+    Construct(
+        "`T.reshape`/`T.view` of a global tensor (`T.copy(T.reshape(A, [N // M, M]), B)`)",
+        "refused by name: declare the parameter in the shape the kernel reads (the caller reshapes the torch tensor), "
+        "or `T.copy` it into a tile and reshape the tile",
+        "codegen/walk",
+        REFUSED,
+    ),
+    Construct(
+        "`T.copy` global → global (`T.copy(A[by * BM:(by + 1) * BM, :], B[...])`, casts included)",
+        "through a temporary tile: the two `T.copy` forms above (clipped at each tensor's edge, cast on the store), in "
+        "chunks of at most 32 KiB per lane along the region's outer axis. Regions of symbolic size are refused by name",
+        "codegen/emit/global_copy",
+    ),
     # ------------------------------------------------------------------ fill
     Construct(
         "`T.fill(tile, v)`, `T.clear(tile)`", "`tiu::fill(tile, v)`", "codegen/emit/fill", tile_op="tl.tileop.fill", handler=emit_fill
@@ -183,7 +200,9 @@ CONSTRUCTS: tuple[Construct, ...] = (
     Construct(
         "`T.reduce_max/min/sum/abssum/absmax(x, y, dim=-1)` on a 2-D tile (fp32/fp16/bf16)",
         "`quick_pooling` (pads each row's tail to whole EUs with the identity, then two pooling passes). `min` is "
-        "computed as `-max(-x)`; `abs*` reduce `tiu::fabs(x)`; `clear=False` combines with `tiu::fadd/fmax/fmin`",
+        "computed as `-max(-x)`; `abs*` reduce `tiu::fabs(x)`; `clear=False` combines with `tiu::fadd/fmax/fmin`. Rows of "
+        "exactly 32 bytes (8 fp32, 16 fp16/bf16 elements) get their tail filled here in two parts: `quick_pooling`'s one "
+        "fill of it kills the BM1690 emulator",
         "codegen/emit/reduce",
         tile_op="tl.tileop.reduce",
         handler=emit_reduce,
@@ -298,8 +317,17 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "codegen/emit/elements",
     ),
     Construct(
-        "per-element access to fp16/bf16/int64 elements outside `T.Parallel`",
-        "refused by name: the scalar unit has no fp16/bf16 arithmetic; keep such data in a float32 tile (`T.copy` casts)",
+        "per-element access to fp16/bf16 elements outside `T.Parallel` (upstream's CPU GEMM on fp16 `A_local`), and "
+        "`T.Parallel` bodies with no vector form over them",
+        "through fp32, with the TIU's conversions: a loop of per-element code that only reads a 16-bit tile reads an fp32 "
+        "copy made once before it (`tiu::cast`); any other access moves the element through a one-element scratch "
+        "(`dma::move`/`load`/`store`, `tiu::cast` with the IEEE overflow fix, a wait). Arithmetic is in `float`, rounded "
+        "to the element type on each store. Performance: 2-3 instructions and a wait per element off the shadow path",
+        "codegen/emit/half_elements",
+    ),
+    Construct(
+        "per-element access to int64 elements outside `T.Parallel`",
+        "refused by name: the scalar unit has no 64-bit arithmetic on these word-pair tiles; compute in int32",
         "codegen/emit/elements",
         REFUSED,
     ),

@@ -27,6 +27,7 @@ from tilelang_tpu.codegen.emit.elements import (
     scalar_capable,
     sync,
 )
+from tilelang_tpu.codegen.emit.half_elements import release_shadows, shadow_half_tiles
 from tilelang_tpu.codegen.emit.parallel import elementwise, emit_parallel
 from tilelang_tpu.codegen.emit.serial_ops import emit_fill_elements, per_element_loop
 from tilelang_tpu.codegen.entry import declare_globals
@@ -186,6 +187,13 @@ def block(em: EmitContext, s: Any) -> None:
 def decl_buffer(em: EmitContext, buf: Any) -> None:
     # DeclBuffer re-declares a buffer whose storage is already known (a kernel
     # parameter or a tile allocated just before); nothing to print.
+    g = em.globals_.get(buf.data)
+    if g is not None and [str(d) for d in buf.shape] != [str(d) for d in g.dims]:
+        raise em.fail(
+            f"T.reshape/T.view of global tensor {g.tensor or buf.name} as {list(buf.shape)}",
+            hint="declare the kernel parameter in the shape the kernel reads (the caller reshapes the torch tensor), "
+            "or T.copy it into a tile and T.reshape the tile",
+        )
     if buf.data in em.globals_ or buf.data in em.tiles or buf.data in em.scalars:
         return
     raise em.fail(f"buffer {buf.name} declared over storage the tpu codegen did not allocate")
@@ -299,8 +307,10 @@ def for_(em: EmitContext, loop: Any) -> None:
     em.analyzer.bind(loop.loop_var, min_extent_range(loop.min, loop.extent))
     elements = has_element_access(loop.body)
     tile_work = has_tile_work(em, loop.body)
+    shadowed: list[Any] = []
     if elements and not tile_work:
         sync(em)  # one wait before a loop of per-element code only
+        shadowed = shadow_half_tiles(em, loop.body)  # fp32 copies of the 16-bit tiles it only reads
     em.emit(f"for (int {var} = {lo}; {var} < {hi}; ++{var}) {{")
     if tile_work:
         em.scalar_synced = False  # the previous iteration's tile ops
@@ -321,6 +331,7 @@ def for_(em: EmitContext, loop: Any) -> None:
     if tile_work:
         em.scalar_synced = False
     em.emit("}")
+    release_shadows(em, shadowed)
 
 
 def while_(em: EmitContext, loop: Any) -> None:

@@ -137,17 +137,20 @@ def per_element_loop(em: EmitContext, loop: Any) -> Any:
     """``loop`` (a ``T.Parallel`` nest the vector path refused) as serial loops of per-element
     code, or ``None`` when the scalar unit cannot run it (an fp16/bf16/int64 element, a tile
     op inside).  Running the iterations of a ``T.Parallel`` one after another is one of its
-    valid schedules, so the results are those of the vector path where it applies.  Fresh loop
+    valid schedules, so the results are those of the vector path where it applies (fp16/bf16
+    elements through fp32: codegen.emit.half_elements).  Fresh loop
     variables keep the refused attempt's bindings apart."""
     from tvm import tirx
 
     from tilelang_tpu.codegen.emit.elements import SCALAR_DTYPES
+    from tilelang_tpu.codegen.emit.half_elements import HALF_DTYPES
 
     ok = [True]
 
     def check(node: Any) -> None:
         if isinstance(node, (tirx.BufferLoad, tirx.BufferStore)):
-            if (node.buffer.data not in em.scalars and str(node.buffer.dtype) not in SCALAR_DTYPES) or (
+            scalar = str(node.buffer.dtype) in SCALAR_DTYPES or str(node.buffer.dtype) in HALF_DTYPES
+            if (node.buffer.data not in em.scalars and not scalar) or (
                 node.buffer.data not in em.scalars and node.buffer.data not in em.tiles and node.buffer.data not in em.globals_
             ):
                 ok[0] = False
