@@ -313,3 +313,42 @@ def test_per_element_writes_of_16_bit_elements(M: int, N: int, BM: int, dtype: s
     for j in range(N):  # the c target's order: fp32 adds of the 16-bit elements
         sums = sums + x[:, j].float()
     assert torch.equal(s, sums.to(t))
+
+
+def cumsum_rows_kernel(M: int, N: int, dtype: str, reverse: bool, one_d: bool) -> Any:
+    shape = (M,) if one_d else (M, N)
+
+    @T.prim_func
+    def cumsum_rows(X: T.Tensor(shape, dtype), Y: T.Tensor(shape, dtype)):
+        with T.Kernel(1, threads=1) as _:
+            x = T.alloc_shared(shape, dtype)
+            y = T.alloc_fragment(shape, dtype)
+            T.copy(X, x)
+            T.cumsum(src=x, dst=y, dim=0, reverse=reverse)
+            T.copy(y, Y)
+
+    return cumsum_rows
+
+
+@pytest.mark.parametrize(
+    ("M", "N", "dtype", "reverse", "one_d"),
+    [
+        (1, 5, "float32", False, False),
+        (32, 32, "float32", False, False),
+        (63, 7, "float16", True, False),
+        (65, 16, "bfloat16", False, False),
+        (128, 3, "float32", True, False),
+        (130, 1, "float32", False, True),
+    ],
+)
+def test_cumsum_along_the_rows(M: int, N: int, dtype: str, reverse: bool, one_d: bool) -> None:
+    """Upstream's test_tilelang_language_scan dim=0 (was refused): a scan across the lanes."""
+    kernel = tilelang.compile(cumsum_rows_kernel(M, N, dtype, reverse, one_d), target="tpu", out_idx=[-1])
+    x = torch.randn((M,) if one_d else (M, N)).to(FLOATS[dtype])
+    before = x.clone()
+    y = kernel(x)
+    assert torch.equal(x, before)
+    xf = x.float()
+    expected = xf.flip(0).cumsum(0).flip(0) if reverse else xf.cumsum(0)
+    tol = 1e-4 if dtype == "float32" else 5e-2
+    torch.testing.assert_close(y.float(), expected, rtol=tol, atol=tol * 4)

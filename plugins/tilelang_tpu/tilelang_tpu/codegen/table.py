@@ -291,9 +291,10 @@ CONSTRUCTS: tuple[Construct, ...] = (
     ),
     # ------------------------------------------------------------------ scans
     Construct(
-        "`T.cumsum(x, [y,] dim=1, reverse=...)` of a 2-D fp32/fp16/bf16 tile (shared or fragment)",
-        "a log-step scan: `ceil(log2 n)` rounds of `tiu::move` + `tiu::fadd` on `W`-offset sub-views (`x[:, s:] += x[:, :n-s]`). "
-        "Other axes, 1-D tiles and integer scans are refused by name (use a `[1, n]` tile)",
+        "`T.cumsum(x, [y,] dim=0 or 1, reverse=...)` of a 2-D fp32/fp16/bf16 tile (shared or fragment), or of a 1-D tile",
+        "a log-step scan: `ceil(log2 n)` rounds of `tiu::move` + `tiu::fadd` on `W`-offset sub-views (`x[:, s:] += x[:, :n-s]`); "
+        "along the rows (dim 0, the lanes) the shifted copy is a `dma::move` across lanes. "
+        "Tiles of rank 3-4 and integer scans are refused by name",
         "codegen/emit/scan",
         tile_op="tl.tileop.cumsum",
         handler=emit_cumsum,
@@ -376,7 +377,7 @@ def supported_tile_ops_hint() -> str:
         "atomicadd": "T.atomic_add",
         "atomicmax": "T.atomic_max/T.atomic_min",
         "cummax": "T.cummax, T.transpose",
-        "cumsum": "T.cumsum(dim=1)",
+        "cumsum": "T.cumsum",
         "copy": "T.copy",
         "fill": "T.fill/T.clear",
         "reduce": "T.reduce_{max,min,sum,abssum,absmax,bitxor,bitor,bitand}",
