@@ -34,26 +34,31 @@ __all__ = ["stage_global_reads"]
 def stage_global_reads(em: EmitContext, store: Any, loop_vars: list[Any], extents: list[int], loop: Any) -> Any:
     """``store`` with every read of a global tensor in its value replaced by a read of a tile
     (or a scalar) that holds the same elements, loaded just now."""
+    import tvm
     from tvm import tirx
 
-    staged: list[tuple[Any, Any]] = []  # (global load, its replacement)
-
-    def replace(load: Any) -> Any:
-        import tvm
-
-        for seen, value in staged:
-            if tvm.ir.structural_equal(seen, load):
-                return value
-        value = _stage(em, load, loop_vars, extents, loop)
-        staged.append((load, value))
-        return value
+    loads: list[Any] = []
+    tirx.stmt_functor.post_order_visit(
+        tirx.Evaluate(store.value), lambda n: loads.append(n) if isinstance(n, tirx.BufferLoad) and n.buffer.data in em.globals_ else None
+    )
+    # The outermost reads only: a gather's whole read (table[ids[i], j]) is staged as one, its ids with it.
+    inner: list[Any] = []
+    for load in loads:
+        for index in load.indices:
+            tirx.stmt_functor.post_order_visit(tirx.Evaluate(index), lambda n: inner.append(n) if isinstance(n, tirx.BufferLoad) else None)
+    staged: list[tuple[Any, Any]] = []  # (global load, its replacement), staged here: errors are raised outside TVM callbacks
+    for load in loads:
+        if any(load.same_as(n) for n in inner) or any(tvm.ir.structural_equal(seen, load) for seen, _ in staged):
+            continue
+        staged.append((load, _stage(em, load, loop_vars, extents, loop)))
 
     def visit(node: Any) -> Any:
-        if isinstance(node, tirx.BufferLoad) and node.buffer.data in em.globals_:
-            return replace(node)
+        if isinstance(node, tirx.BufferLoad):
+            for seen, value in staged:
+                if tvm.ir.structural_equal(seen, node):
+                    return value
         return None
 
-    # Pre-order: a gather's whole read (table[ids[i], j]) is staged as one, its ids with it.
     value = tirx.stmt_functor.ir_transform(tirx.Evaluate(store.value), visit, None, ["tirx.BufferLoad"]).value
     return tirx.BufferStore(store.buffer, value, list(store.indices))
 
