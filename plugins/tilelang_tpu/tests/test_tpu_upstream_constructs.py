@@ -352,3 +352,35 @@ def test_cumsum_along_the_rows(M: int, N: int, dtype: str, reverse: bool, one_d:
     expected = xf.flip(0).cumsum(0).flip(0) if reverse else xf.cumsum(0)
     tol = 1e-4 if dtype == "float32" else 5e-2
     torch.testing.assert_close(y.float(), expected, rtol=tol, atol=tol * 4)
+
+
+def thread_guard_kernel(M: int, N: int, BM: int, dtype: str, low: int) -> Any:
+    """Upstream's mask-op tests: tile-level work under a guard on the thread index."""
+
+    @T.prim_func
+    def guarded(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, BM), threads=256) as bx:
+            a = T.alloc_shared((BM, N), dtype)
+            c = T.alloc_fragment((BM, N), dtype)
+            T.fill(c, 7)
+            tx = T.get_thread_binding(0)
+            if tx >= low and tx < 256:  # some thread passes when low < 256
+                for i, j in T.Parallel(BM, N):
+                    a[i, j] = A[bx * BM + i, j]
+            if tx < 128:
+                T.copy(a, B[bx * BM, 0])
+            if tx >= 1000:  # no thread passes: not done
+                T.fill(c, 1)
+            T.copy(c, C[bx * BM, 0])
+
+    return guarded
+
+
+@pytest.mark.parametrize(("M", "N", "BM", "dtype"), [(1, 5, 1, "float32"), (130, 33, 64, "float16"), (65, 40, 65, "bfloat16")])
+def test_tile_work_under_a_thread_index_guard(M: int, N: int, BM: int, dtype: str) -> None:
+    kernel = tilelang.compile(thread_guard_kernel(M, N, BM, dtype, 128), target="tpu")
+    a = torch.randn(M, N).to(FLOATS[dtype])
+    b, c = torch.zeros(M, N, dtype=FLOATS[dtype]), torch.zeros(M, N, dtype=FLOATS[dtype])
+    run_checked(kernel, a, b, c, inputs=(0,))
+    assert torch.equal(b, a)
+    assert torch.equal(c, torch.full_like(c, 7))

@@ -355,6 +355,13 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "lowering",
     ),
     Construct(
+        "tile-level work under a guard on the thread index (`if tx < 128: T.copy(...)` or a `T.Parallel`; upstream's mask-op tests)",
+        "decided at compile time: tilelang does such work once, collectively, when some thread passes the guard, so the body "
+        "stays when an index in `T.Kernel(threads=...)` satisfies the condition and is dropped otherwise. Guards with an "
+        "`else`, on other values, or around per-thread code keep the per-thread refusal",
+        "thread_guards",
+    ),
+    Construct(
         "other tile ops",
         "refused, naming the op",
         "codegen/walk",
