@@ -384,3 +384,39 @@ def test_tile_work_under_a_thread_index_guard(M: int, N: int, BM: int, dtype: st
     run_checked(kernel, a, b, c, inputs=(0,))
     assert torch.equal(b, a)
     assert torch.equal(c, torch.full_like(c, 7))
+
+
+def reshape_kernel(N: int, M: int, dtype: str, both: bool) -> Any:
+    """Upstream's test_tilelang_language_reshape: a kernel tensor read through T.reshape."""
+
+    @T.prim_func
+    def reshaped(Unused: T.Tensor((2,), "int32"), A: T.Tensor((N,), dtype), B: T.Tensor((N // M, M), dtype)):
+        with T.Kernel(1, threads=1) as _:
+            a = T.reshape(A, [N // M, M])
+            x = T.alloc_fragment((N // M, M), dtype)
+            T.copy(a, x)
+            for i, j in T.Parallel(N // M, M):
+                x[i, j] = x[i, j] * 2.0
+            if both:
+                x[0, 0] = A[1]
+            T.copy(x, B)
+
+    return reshaped
+
+
+@pytest.mark.parametrize(("N", "M", "dtype"), [(1024, 32, "float32"), (130, 65, "float16"), (64, 1, "bfloat16")])
+def test_reshape_of_a_kernel_tensor(N: int, M: int, dtype: str) -> None:
+    kernel = tilelang.compile(reshape_kernel(N, M, dtype, False), target="tpu", out_idx=[-1])
+    a = torch.randn(N).to(FLOATS[dtype])
+    before = a.clone()
+    b = kernel(torch.zeros(2, dtype=torch.int32), a)
+    assert torch.equal(a, before)
+    assert torch.equal(b, (a.float() * 2.0).to(a.dtype).reshape(N // M, M))
+
+
+def test_reshape_used_beside_the_declared_shape_is_refused_by_name() -> None:
+    from tilelang_tpu.codegen import TpuCodegenError
+
+    with pytest.raises(TpuCodegenError) as info:
+        tilelang.compile(reshape_kernel(64, 8, "float32", True), target="tpu", out_idx=[-1])
+    assert "T.reshape/T.view of global tensor A" in str(info.value) and "declared shape" in str(info.value)

@@ -180,10 +180,9 @@ CONSTRUCTS: tuple[Construct, ...] = (
     ),
     Construct(
         "`T.reshape`/`T.view` of a global tensor (`T.copy(T.reshape(A, [N // M, M]), B)`)",
-        "refused by name: declare the parameter in the shape the kernel reads (the caller reshapes the torch tensor), "
-        "or `T.copy` it into a tile and reshape the tile",
-        "codegen/walk",
-        REFUSED,
+        "one more `gtensor` over the same pointer in the new shape (kernel tensors are contiguous), used from then on. "
+        "A kernel that uses the tensor in both shapes is refused by name",
+        "codegen/emit/reshape",
     ),
     Construct(
         "`T.copy` global → global (`T.copy(A[by * BM:(by + 1) * BM, :], B[...])`, casts included)",

@@ -29,6 +29,7 @@ from tilelang_tpu.codegen.emit.elements import (
 )
 from tilelang_tpu.codegen.emit.half_elements import release_shadows, shadow_half_tiles
 from tilelang_tpu.codegen.emit.parallel import elementwise, emit_parallel
+from tilelang_tpu.codegen.emit.reshape import reshape_global
 from tilelang_tpu.codegen.emit.serial_ops import emit_fill_elements, per_element_loop
 from tilelang_tpu.codegen.entry import declare_globals
 from tilelang_tpu.codegen.ir import is_const, is_zero, min_extent_range, op_name, region, stmt_text, updates_in_place_before_loading
@@ -189,11 +190,8 @@ def decl_buffer(em: EmitContext, buf: Any) -> None:
     # parameter or a tile allocated just before); nothing to print.
     g = em.globals_.get(buf.data)
     if g is not None and [str(d) for d in buf.shape] != [str(d) for d in g.dims]:
-        raise em.fail(
-            f"T.reshape/T.view of global tensor {g.tensor or buf.name} as {list(buf.shape)}",
-            hint="declare the kernel parameter in the shape the kernel reads (the caller reshapes the torch tensor), "
-            "or T.copy it into a tile and T.reshape the tile",
-        )
+        reshape_global(em, buf)  # the tensor seen in the new shape (codegen.emit.reshape)
+        return
     if buf.data in em.globals_ or buf.data in em.tiles or buf.data in em.scalars:
         return
     raise em.fail(f"buffer {buf.name} declared over storage the tpu codegen did not allocate")
