@@ -420,3 +420,43 @@ def test_reshape_used_beside_the_declared_shape_is_refused_by_name() -> None:
     with pytest.raises(TpuCodegenError) as info:
         tilelang.compile(reshape_kernel(64, 8, "float32", True), target="tpu", out_idx=[-1])
     assert "T.reshape/T.view of global tensor A" in str(info.value) and "declared shape" in str(info.value)
+
+
+def im2col_kernel(N: int, H: int, W: int, C: int, KH: int, S: int, D: int, P: int, BM: int, BK: int, dtype: str) -> Any:
+    OH, OW = (H + 2 * P - D * (KH - 1) - 1) // S + 1, (W + 2 * P - D * (KH - 1) - 1) // S + 1
+    rows, cols = N * OH * OW, KH * KH * C
+
+    @T.prim_func
+    def im2col(X: T.Tensor((N, H, W, C), dtype), Y: T.Tensor((rows, cols), dtype)):
+        with T.Kernel(T.ceildiv(cols, BK), T.ceildiv(rows, BM), threads=128) as (bx, by):
+            col = T.alloc_shared((BM, BK), dtype)
+            T.im2col(X, col, by, bx, KH, S, D, P)
+            T.copy(col, Y[by * BM, bx * BK])
+
+    return im2col
+
+
+def _im2col_reference(x: torch.Tensor, KH: int, S: int, D: int, P: int) -> torch.Tensor:
+    N, H, W, C = x.shape
+    OH, OW = (H + 2 * P - D * (KH - 1) - 1) // S + 1, (W + 2 * P - D * (KH - 1) - 1) // S + 1
+    padded = torch.zeros(N, H + 2 * P, W + 2 * P, C, dtype=x.dtype)
+    padded[:, P : P + H, P : P + W] = x
+    out = torch.zeros(N, OH, OW, KH, KH, C, dtype=x.dtype)
+    for kh in range(KH):
+        for kw in range(KH):
+            out[:, :, :, kh, kw] = padded[:, kh * D : kh * D + S * (OH - 1) + 1 : S, kw * D : kw * D + S * (OW - 1) + 1 : S]
+    return out.reshape(N * OH * OW, KH * KH * C)
+
+
+@pytest.mark.parametrize(
+    ("N", "H", "W", "C", "KH", "S", "D", "P", "BM", "BK", "dtype"),
+    [(1, 5, 4, 3, 3, 1, 1, 1, 16, 9, "float32"), (2, 6, 6, 4, 3, 2, 1, 1, 16, 12, "float16"), (1, 7, 5, 2, 2, 1, 2, 0, 8, 5, "bfloat16")],
+)
+def test_im2col(N: int, H: int, W: int, C: int, KH: int, S: int, D: int, P: int, BM: int, BK: int, dtype: str) -> None:
+    """Upstream's convolution example: T.im2col (stride, dilation, padding; blocks that overhang)."""
+    kernel = tilelang.compile(im2col_kernel(N, H, W, C, KH, S, D, P, BM, BK, dtype), target="tpu", out_idx=[-1])
+    x = torch.randn(N, H, W, C).to(FLOATS[dtype])
+    before = x.clone()
+    y = kernel(x)
+    assert torch.equal(x, before)
+    assert torch.equal(y, _im2col_reference(x, KH, S, D, P))

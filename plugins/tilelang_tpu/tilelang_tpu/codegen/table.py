@@ -27,7 +27,7 @@ from tilelang_tpu.codegen.emit.fill import emit_fill
 from tilelang_tpu.codegen.emit.gemm import emit_gemm
 from tilelang_tpu.codegen.emit.reduce import emit_reduce
 from tilelang_tpu.codegen.emit.scan import emit_cumsum
-from tilelang_tpu.codegen.emit.serial_ops import emit_cummax, emit_transpose
+from tilelang_tpu.codegen.emit.serial_ops import emit_cummax, emit_im2col, emit_transpose
 from tilelang_tpu.codegen.parallel_rows import PARALLEL_ROWS
 from tilelang_tpu.codegen.row import REFUSED, SUPPORTED, Construct
 
@@ -359,6 +359,14 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "stays when an index in `T.Kernel(threads=...)` satisfies the condition and is dropped otherwise. Guards with an "
         "`else`, on other values, or around per-thread code keep the per-thread refusal",
         "thread_guards",
+    ),
+    Construct(
+        "`T.im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad)` of an NHWC image (upstream's convolution)",
+        "tilelang's own definition element by element: the per-element loops of the rows above, the image read through "
+        "the bounds check (0 in the padding). Performance: one element at a time (fp16 through fp32 scratches)",
+        "codegen/emit/serial_ops",
+        tile_op="tl.tileop.im2col",
+        handler=emit_im2col,
     ),
     Construct(
         "other tile ops",

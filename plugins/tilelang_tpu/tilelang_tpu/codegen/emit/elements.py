@@ -366,7 +366,7 @@ def element_tiles(body: Any) -> set[Any]:
             op = op_name(s.value)
             if op in ELEMENT_ATOMICS:
                 tirx.stmt_functor.post_order_visit(s, loads)
-            elif op in ("tl.tileop.cummax", "tl.tileop.transpose") or (
+            elif op in ("tl.tileop.cummax", "tl.tileop.transpose", "tl.tileop.im2col") or (
                 op == "tl.tileop.reduce" and str(getattr(s.value.args[2], "value", "")) in _BIT_KINDS
             ):
                 for arg in s.value.args[:2]:
