@@ -234,12 +234,12 @@ def test_tile_too_large_for_local_memory_is_exit_17(toolchain: setup.TpuToolchai
 
 def _scalar_store(M: int = 64, N: int = 64) -> Any:
     @T.prim_func
-    def scalar_store(A: T.Tensor((M, N), "float16"), B: T.Tensor((M, N), "float16")):
+    def scalar_store(A: T.Tensor((M, N), "int64"), B: T.Tensor((M, N), "int64")):
         with T.Kernel(1, threads=1) as _:
-            a = T.alloc_shared((M, N), "float16")
+            a = T.alloc_shared((M, N), "int64")
             T.copy(A, a)
             for i in T.serial(M):
-                a[i, 0] = 1.0
+                a[i, 0] = 1
             T.copy(a, B)
 
     return scalar_store
@@ -287,7 +287,7 @@ def _oversized_region(M: int = 130, BM: int = 64) -> Any:
 @pytest.mark.parametrize(
     ("factory", "construct", "where"),
     [
-        (_scalar_store, "per-element access to the float16 element a[i, 0] outside T.Parallel", "a[i, 0] = T.float16(1.0)"),
+        (_scalar_store, "per-element access to the int64 element a[i, 0] outside T.Parallel", "a[i, 0] = T.int64(1)"),
         (_oversized_region, "T.copy region of extent 64 along dimension 1 of X", "T.copy("),
     ],
 )
@@ -302,7 +302,7 @@ def test_unsupported_construct_is_named(factory: Callable[[], Any], construct: s
 
 
 def test_tilelang_compile_reports_the_codegen_error(toolchain: setup.TpuToolchain) -> None:
-    with pytest.raises(codegen.TpuCodegenError, match=r"per-element access to the float16 element a\[i, 0\]"):
+    with pytest.raises(codegen.TpuCodegenError, match=r"per-element access to the int64 element a\[i, 0\]"):
         tilelang.compile(_scalar_store(), target="tpu", out_idx=[-1])
 
 
@@ -340,6 +340,7 @@ def test_every_tile_op_in_the_table_has_its_handler() -> None:
         "tl.tileop.cumsum",
         "tl.tileop.fill",
         "tl.tileop.gemm",
+        "tl.tileop.im2col",
         "tl.tileop.reduce",
         "tl.tileop.transpose",
     ]

@@ -337,7 +337,9 @@ def _passes(mod: Any, dummy: Any) -> Any:
 
     from tilecore.upstream import should_force_let_inline
     from tilelang_tpu.grid import mark_grid_loops
+    from tilelang_tpu.thread_guards import drop_thread_guards
 
+    mod = drop_thread_guards(mod)  # if tx < 128: <tile-level work> (thread_guards.py)
     _refuse_thread_indexing(mod)
     mod = tirx.transform.BindTarget(dummy)(mod)
     # T.Kernel grid -> serial loops over the block indices (a TPU core walks the grid).

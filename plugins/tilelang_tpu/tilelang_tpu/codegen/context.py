@@ -54,6 +54,7 @@ class EmitContext:
     walk: Callable[[Any], None] | None = None
     element_load: Callable[[Any], str] | None = None
     element_tiles: set[Any] = field(default_factory=set)  # data vars of tiles per-element code touches
+    half_shadows: dict[Any, str] = field(default_factory=dict)  # 16-bit tile -> its fp32 copy (codegen.emit.half_elements)
 
     def __post_init__(self) -> None:
         from tvm import arith

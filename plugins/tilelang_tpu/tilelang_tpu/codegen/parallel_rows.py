@@ -173,10 +173,22 @@ PARALLEL_ROWS: tuple[Construct, ...] = (
         "codegen/emit/copy",
     ),
     Construct(
-        "reads of global tensors combined with other operations inside `T.Parallel`",
-        "refused: `T.copy` the data to a tile first",
-        "codegen/emit/parallel",
-        REFUSED,
+        "reads of global tensors combined with other operations inside `T.Parallel` (`Y[r, j] = X[r, j] * s[r] + b[0]`, "
+        "into a tile or a global tensor)",
+        "each read staged first: loaded into a temporary tile over the loop variables it uses by the DMA forms above "
+        "(block, strided view, row gather; clipped at the edge, reading 0 there), then the expression reads the tile; a "
+        "read that does not vary over the loop (`b[0]`, `BlockExpert[by]`) is one element read by the scalar unit and used "
+        "as a scalar operand",
+        "codegen/emit/staging",
+    ),
+    Construct(
+        "`if`/`else` statements inside `T.Parallel` (`if 16 < row < 96: B[...] = A[...] * 2 else: B[...] = A[...] * 0.5`, "
+        "nested, with temporaries)",
+        "selects: stores to the same element in both branches become one store of `T.Select(cond, then, else)`; any other "
+        "store keeps the old value where its branch is not taken (`T.Select(cond, value, buf[idx])`; a `T.atomic_add` adds "
+        "0 there). Both branches are computed for every element (a performance note). A condition that reads what the "
+        "branches write is refused here and the loop runs per element (next rows)",
+        "codegen/emit/branches",
     ),
     Construct(
         "data-dependent `T.if_then_else(cond, a, b)`: `cond` compares tile values with tiles, per-row vectors `m[i]`, "

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["ScalarPrinter", "Unsupported"]
+__all__ = ["INFINITY", "ScalarPrinter", "Unsupported", "lowest_finite"]
 
 
 class Unsupported(Exception):
@@ -18,14 +18,25 @@ class Unsupported(Exception):
     a :class:`tilelang_tpu.codegen.TpuCodegenError` naming the statement."""
 
 
+#: The largest finite value of each float dtype, as a C float literal.
+_LARGEST = {"float32": "3.4028234663852886e38f", "float16": "65504.0f", "bfloat16": "3.38953139e38f"}
+
+#: IEEE +inf as a C expression (PPL has no inf literal or builtin; the product overflows).
+INFINITY = "(3.0e38f * 2.0f)"
+
+
+def lowest_finite(dtype: str) -> str:
+    """The most negative finite value of float ``dtype`` as a C literal."""
+    return "-" + _LARGEST.get(dtype, _LARGEST["float32"])
+
+
 def _float_literal(value: float, dtype: str) -> str:
     if value != value:
         raise Unsupported("NaN constant")
     if value in (float("inf"), float("-inf")):
-        # Largest finite values: PPL's fill/pool constants are plain floats and the
-        # reductions' identities only need to dominate every real element.
-        big = "3.4028234663852886e38f" if dtype == "float32" else "65504.0f" if dtype == "float16" else "3.38953139e38f"
-        return big if value > 0 else "-" + big
+        # A real infinity, as on every other target: a fill, select or store of T.infinity is
+        # seen by the user (the largest finite value in its place was a wrong result).
+        return INFINITY if value > 0 else f"(-{INFINITY})"
     text = repr(float(value))
     if "e" not in text and "." not in text:
         text += ".0"

@@ -27,7 +27,7 @@ from tilelang_tpu.codegen.emit.fill import emit_fill
 from tilelang_tpu.codegen.emit.gemm import emit_gemm
 from tilelang_tpu.codegen.emit.reduce import emit_reduce
 from tilelang_tpu.codegen.emit.scan import emit_cumsum
-from tilelang_tpu.codegen.emit.serial_ops import emit_cummax, emit_transpose
+from tilelang_tpu.codegen.emit.serial_ops import emit_cummax, emit_im2col, emit_transpose
 from tilelang_tpu.codegen.parallel_rows import PARALLEL_ROWS
 from tilelang_tpu.codegen.row import REFUSED, SUPPORTED, Construct
 
@@ -89,6 +89,11 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "codegen/walk",
     ),
     Construct("`T.serial` loops, `if`, scalar bindings", "C `for`, `if`, `int`/`float` locals", "codegen/walk"),
+    Construct(
+        "`T.infinity(dtype)`, `-T.infinity(dtype)` (fills, selects, stores, reduction identities)",
+        "IEEE ±inf, spelled `(3.0e38f * 2.0f)` (PPL has no inf literal); fp16/bf16 tiles filled with it hold ±inf",
+        "codegen/scalar",
+    ),
     Construct(
         "scalar kernel parameters (`alpha: T.float32`, `n: T.int32`), passed as Python numbers, in any order, used or not",
         "by-value `float arg_i` / `int arg_i` entry parameters in their declared slot (`abi.SCALAR_TYPES`; the runtime "
@@ -173,7 +178,18 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "codegen/emit/gather",
         REFUSED,
     ),
-    Construct("`T.copy` global → global", "refused: stage the data through a `T.alloc_shared` tile", "codegen/emit/copy", REFUSED),
+    Construct(
+        "`T.reshape`/`T.view` of a global tensor (`T.copy(T.reshape(A, [N // M, M]), B)`)",
+        "one more `gtensor` over the same pointer in the new shape (kernel tensors are contiguous), used from then on. "
+        "A kernel that uses the tensor in both shapes is refused by name",
+        "codegen/emit/reshape",
+    ),
+    Construct(
+        "`T.copy` global → global (`T.copy(A[by * BM:(by + 1) * BM, :], B[...])`, casts included)",
+        "through a temporary tile: the two `T.copy` forms above (clipped at each tensor's edge, cast on the store), in "
+        "chunks of at most 32 KiB per lane along the region's outer axis. Regions of symbolic size are refused by name",
+        "codegen/emit/global_copy",
+    ),
     # ------------------------------------------------------------------ fill
     Construct(
         "`T.fill(tile, v)`, `T.clear(tile)`", "`tiu::fill(tile, v)`", "codegen/emit/fill", tile_op="tl.tileop.fill", handler=emit_fill
@@ -183,7 +199,9 @@ CONSTRUCTS: tuple[Construct, ...] = (
     Construct(
         "`T.reduce_max/min/sum/abssum/absmax(x, y, dim=-1)` on a 2-D tile (fp32/fp16/bf16)",
         "`quick_pooling` (pads each row's tail to whole EUs with the identity, then two pooling passes). `min` is "
-        "computed as `-max(-x)`; `abs*` reduce `tiu::fabs(x)`; `clear=False` combines with `tiu::fadd/fmax/fmin`",
+        "computed as `-max(-x)`; `abs*` reduce `tiu::fabs(x)`; `clear=False` combines with `tiu::fadd/fmax/fmin`. Rows of "
+        "exactly 32 bytes (8 fp32, 16 fp16/bf16 elements) get their tail filled here in two parts: `quick_pooling`'s one "
+        "fill of it kills the BM1690 emulator",
         "codegen/emit/reduce",
         tile_op="tl.tileop.reduce",
         handler=emit_reduce,
@@ -272,9 +290,10 @@ CONSTRUCTS: tuple[Construct, ...] = (
     ),
     # ------------------------------------------------------------------ scans
     Construct(
-        "`T.cumsum(x, [y,] dim=1, reverse=...)` of a 2-D fp32/fp16/bf16 tile (shared or fragment)",
-        "a log-step scan: `ceil(log2 n)` rounds of `tiu::move` + `tiu::fadd` on `W`-offset sub-views (`x[:, s:] += x[:, :n-s]`). "
-        "Other axes, 1-D tiles and integer scans are refused by name (use a `[1, n]` tile)",
+        "`T.cumsum(x, [y,] dim=0 or 1, reverse=...)` of a 2-D fp32/fp16/bf16 tile (shared or fragment), or of a 1-D tile",
+        "a log-step scan: `ceil(log2 n)` rounds of `tiu::move` + `tiu::fadd` on `W`-offset sub-views (`x[:, s:] += x[:, :n-s]`); "
+        "along the rows (dim 0, the lanes) the shifted copy is a `dma::move` across lanes. "
+        "Tiles of rank 3-4 and integer scans are refused by name",
         "codegen/emit/scan",
         tile_op="tl.tileop.cumsum",
         handler=emit_cumsum,
@@ -298,8 +317,17 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "codegen/emit/elements",
     ),
     Construct(
-        "per-element access to fp16/bf16/int64 elements outside `T.Parallel`",
-        "refused by name: the scalar unit has no fp16/bf16 arithmetic; keep such data in a float32 tile (`T.copy` casts)",
+        "per-element access to fp16/bf16 elements outside `T.Parallel` (upstream's CPU GEMM on fp16 `A_local`), and "
+        "`T.Parallel` bodies with no vector form over them",
+        "through fp32, with the TIU's conversions: a loop of per-element code that only reads a 16-bit tile reads an fp32 "
+        "copy made once before it (`tiu::cast`); any other access moves the element through a one-element scratch "
+        "(`dma::move`/`load`/`store`, `tiu::cast` with the IEEE overflow fix, a wait). Arithmetic is in `float`, rounded "
+        "to the element type on each store. Performance: 2-3 instructions and a wait per element off the shadow path",
+        "codegen/emit/half_elements",
+    ),
+    Construct(
+        "per-element access to int64 elements outside `T.Parallel`",
+        "refused by name: the scalar unit has no 64-bit arithmetic on these word-pair tiles; compute in int32",
         "codegen/emit/elements",
         REFUSED,
     ),
@@ -326,6 +354,21 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "lowering",
     ),
     Construct(
+        "tile-level work under a guard on the thread index (`if tx < 128: T.copy(...)` or a `T.Parallel`; upstream's mask-op tests)",
+        "decided at compile time: tilelang does such work once, collectively, when some thread passes the guard, so the body "
+        "stays when an index in `T.Kernel(threads=...)` satisfies the condition and is dropped otherwise. Guards with an "
+        "`else`, on other values, or around per-thread code keep the per-thread refusal",
+        "thread_guards",
+    ),
+    Construct(
+        "`T.im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad)` of an NHWC image (upstream's convolution)",
+        "tilelang's own definition element by element: the per-element loops of the rows above, the image read through "
+        "the bounds check (0 in the padding). Performance: one element at a time (fp16 through fp32 scratches)",
+        "codegen/emit/serial_ops",
+        tile_op="tl.tileop.im2col",
+        handler=emit_im2col,
+    ),
+    Construct(
         "other tile ops",
         "refused, naming the op",
         "codegen/walk",
@@ -348,7 +391,7 @@ def supported_tile_ops_hint() -> str:
         "atomicadd": "T.atomic_add",
         "atomicmax": "T.atomic_max/T.atomic_min",
         "cummax": "T.cummax, T.transpose",
-        "cumsum": "T.cumsum(dim=1)",
+        "cumsum": "T.cumsum",
         "copy": "T.copy",
         "fill": "T.fill/T.clear",
         "reduce": "T.reduce_{max,min,sum,abssum,absmax,bitxor,bitor,bitand}",

@@ -27,7 +27,9 @@ from tilelang_tpu.codegen.emit.elements import (
     scalar_capable,
     sync,
 )
+from tilelang_tpu.codegen.emit.half_elements import release_shadows, shadow_half_tiles
 from tilelang_tpu.codegen.emit.parallel import elementwise, emit_parallel
+from tilelang_tpu.codegen.emit.reshape import reshape_global
 from tilelang_tpu.codegen.emit.serial_ops import emit_fill_elements, per_element_loop
 from tilelang_tpu.codegen.entry import declare_globals
 from tilelang_tpu.codegen.ir import is_const, is_zero, min_extent_range, op_name, region, stmt_text, updates_in_place_before_loading
@@ -186,6 +188,10 @@ def block(em: EmitContext, s: Any) -> None:
 def decl_buffer(em: EmitContext, buf: Any) -> None:
     # DeclBuffer re-declares a buffer whose storage is already known (a kernel
     # parameter or a tile allocated just before); nothing to print.
+    g = em.globals_.get(buf.data)
+    if g is not None and [str(d) for d in buf.shape] != [str(d) for d in g.dims]:
+        reshape_global(em, buf)  # the tensor seen in the new shape (codegen.emit.reshape)
+        return
     if buf.data in em.globals_ or buf.data in em.tiles or buf.data in em.scalars:
         return
     raise em.fail(f"buffer {buf.name} declared over storage the tpu codegen did not allocate")
@@ -299,8 +305,10 @@ def for_(em: EmitContext, loop: Any) -> None:
     em.analyzer.bind(loop.loop_var, min_extent_range(loop.min, loop.extent))
     elements = has_element_access(loop.body)
     tile_work = has_tile_work(em, loop.body)
+    shadowed: list[Any] = []
     if elements and not tile_work:
         sync(em)  # one wait before a loop of per-element code only
+        shadowed = shadow_half_tiles(em, loop.body)  # fp32 copies of the 16-bit tiles it only reads
     em.emit(f"for (int {var} = {lo}; {var} < {hi}; ++{var}) {{")
     if tile_work:
         em.scalar_synced = False  # the previous iteration's tile ops
@@ -321,6 +329,7 @@ def for_(em: EmitContext, loop: Any) -> None:
     if tile_work:
         em.scalar_synced = False
     em.emit("}")
+    release_shadows(em, shadowed)
 
 
 def while_(em: EmitContext, loop: Any) -> None:

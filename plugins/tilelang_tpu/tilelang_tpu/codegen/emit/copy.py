@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from tilelang_tpu.codegen.emit.cast import CONVERT_DTYPES, emit_convert, temp_tiles
 from tilelang_tpu.codegen.emit.gather import copy_gathered_row, uses_loaded_index
+from tilelang_tpu.codegen.emit.global_copy import copy_global_to_global
 from tilelang_tpu.codegen.emit.slices import permuted_slice
 from tilelang_tpu.codegen.ir import is_const, local_dims, region, squeeze
 from tilelang_tpu.codegen.layout import DTYPES, WORD_PAIR_DTYPES, offset4, storage_dims, to4
@@ -39,7 +40,9 @@ def copy_regions(
     src_global = src.data in em.globals_
     dst_global = dst.data in em.globals_
     if src_global and dst_global:
-        raise em.fail("T.copy from global to global memory", hint="stage the data through a T.alloc_shared tile")
+        # Through a temporary tile (codegen.emit.global_copy).
+        copy_global_to_global(em, src, src_min, src_ext, dst, dst_min, dst_ext, lambda *r: copy_regions(em, *r))
+        return
     if src_global and not dst_global and uses_loaded_index(list(src_min)):
         copy_gathered_row(em, src, src_min, src_ext, dst, dst_min, dst_ext)
         return

@@ -20,7 +20,8 @@ per-element code is never software-pipelined (``ppl::enable_pipeline`` would mov
 across the scalar accesses).
 
 Element types: the scalar unit computes in ``float`` and the integer types; fp16/bf16
-elements (and the word-pair int64/uint64 tiles) are refused by name with the rewrite.
+elements go through fp32 (:mod:`tilelang_tpu.codegen.emit.half_elements`); the word-pair
+int64/uint64 tiles are refused by name with the rewrite.
 Per-element code runs at the scalar unit's speed, one element at a time: a performance
 note, not a correctness one.
 """
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tilelang_tpu.codegen.emit.half_elements import HALF_DTYPES, half_read, half_write
 from tilelang_tpu.codegen.layout import dim4, offset4
 
 if TYPE_CHECKING:
@@ -81,8 +83,8 @@ def _refuse_dtype(em: EmitContext, buf: Any, indices: Any) -> Any:
     where = f"{buf.name}[{', '.join(map(str, indices))}]"
     return em.fail(
         f"per-element access to the {dtype} element {where} outside T.Parallel",
-        hint=f"the TPU's scalar unit has no {dtype} arithmetic: keep per-element data in float32 "
-        "(T.copy into a float32 tile casts it; cast back with T.copy at the end), or compute on "
+        hint=f"the TPU's scalar unit has no {dtype} arithmetic: keep per-element data in int32 or float32 "
+        "(T.copy into such a tile casts it; cast back with T.copy at the end), or compute on "
         "whole tiles with T.Parallel",
     )
 
@@ -168,6 +170,8 @@ def element_value(em: EmitContext, load: Any) -> str:
     ``?:``; ``getOriValue`` assertion), so the expression sees only variables.  A read has no
     side effect; when a condition guards it (``i < M && ids[i] < n``) the value is read but
     unused (the address stays inside the memory the runtime maps)."""
+    if str(load.buffer.dtype) in HALF_DTYPES:
+        return half_read(em, load)  # through fp32 (codegen.emit.half_elements)
     ty = SCALAR_DTYPES.get(str(load.buffer.dtype))
     name = em.fresh("ev")
     if ty is not None and load.buffer.data in em.globals_:
@@ -195,7 +199,7 @@ def scalar_capable(em: EmitContext, store: Any) -> bool:
         tirx.stmt_functor.post_order_visit(
             tirx.Evaluate(index), lambda n: bufs.append(n.buffer) if isinstance(n, tirx.BufferLoad) else None
         )
-    return all(b.data in em.scalars or str(b.dtype) in SCALAR_DTYPES for b in bufs)
+    return all(b.data in em.scalars or str(b.dtype) in SCALAR_DTYPES or str(b.dtype) in HALF_DTYPES for b in bufs)
 
 
 def refuse_store(em: EmitContext, store: Any) -> Any:
@@ -214,6 +218,9 @@ def refuse_store(em: EmitContext, store: Any) -> Any:
 def emit_element_store(em: EmitContext, store: Any) -> None:
     """``buf[indices] = value`` by the scalar unit."""
     value = em.expr(store.value)
+    if str(store.buffer.dtype) in HALF_DTYPES:
+        half_write(em, store, value)  # through fp32 (codegen.emit.half_elements)
+        return
     guard = ""
     if store.buffer.data in em.globals_ and str(store.buffer.dtype) in SCALAR_DTYPES:
         ref, guard = global_access(em, store.buffer, store.indices)
@@ -289,6 +296,8 @@ def has_tile_work(em: EmitContext, body: Any) -> bool:
         if isinstance(s, tirx.Evaluate) and isinstance(s.value, tirx.Call):
             return op_name(s.value) not in ELEMENT_ATOMICS and op_name(s.value) != "tirx.ret"
         if isinstance(s, tirx.BufferStore):
+            if s.buffer.data not in em.scalars and str(s.buffer.dtype) in HALF_DTYPES:
+                return True  # a 16-bit element store issues DMA/TIU instructions (codegen.emit.half_elements)
             return s.buffer.data not in em.scalars and s.buffer.scope() != "local.var" and not scalar_capable(em, s)
         return False
 
@@ -357,7 +366,7 @@ def element_tiles(body: Any) -> set[Any]:
             op = op_name(s.value)
             if op in ELEMENT_ATOMICS:
                 tirx.stmt_functor.post_order_visit(s, loads)
-            elif op in ("tl.tileop.cummax", "tl.tileop.transpose") or (
+            elif op in ("tl.tileop.cummax", "tl.tileop.transpose", "tl.tileop.im2col") or (
                 op == "tl.tileop.reduce" and str(getattr(s.value.args[2], "value", "")) in _BIT_KINDS
             ):
                 for arg in s.value.args[:2]:

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tilelang_tpu.codegen.emit.branches import branch_stores
 from tilelang_tpu.codegen.emit.cast import emit_cast, emit_convert
 from tilelang_tpu.codegen.emit.gather import emit_global_read, reads_global
 from tilelang_tpu.codegen.emit.operands import ParallelBody
+from tilelang_tpu.codegen.emit.staging import stage_global_reads
 from tilelang_tpu.codegen.emit.transpose import emit_tile_transpose
 from tilelang_tpu.codegen.ir import is_const, is_zero, same_var
 from tilelang_tpu.codegen.layout import DTYPES, FLOAT_DTYPES, WORD_PAIR_DTYPES, offset4, to4
@@ -99,6 +101,13 @@ def _stores(em: EmitContext, body: Any, loop: Any) -> list[tuple[Any, bool]]:
             stale.update(v.name for v, value in values.items() if _reads(value, stmt.buffer.data))
         elif (atomic := _atomic_store(em, stmt, loop)) is not None:
             out.append((tirx.stmt_functor.substitute(atomic, values) if values else atomic, True))
+        elif isinstance(stmt, tirx.IfThenElse):
+            # if/else: each store keeps the old value where the condition is false (codegen.emit.branches).
+            branch = tirx.stmt_functor.substitute(stmt, values) if values else stmt
+            selected = branch_stores(em, branch, loop, lambda part: _stores(em, part, loop))
+            out.extend(selected)
+            for store, _ in selected:
+                stale.update(v.name for v, value in values.items() if _reads(value, store.buffer.data))
         else:
             raise em.fail(
                 f"{type(stmt).__name__} inside T.Parallel",
@@ -109,6 +118,7 @@ def _stores(em: EmitContext, body: Any, loop: Any) -> list[tuple[Any, bool]]:
 
 
 def elementwise(em: EmitContext, store: Any, loop_vars: list[Any], extents: list[int], loop: Any) -> None:
+    from tvm import tirx
 
     tile = em.tiles.get(store.buffer.data)
     if tile is None and store.buffer.data in em.globals_:
@@ -119,9 +129,12 @@ def elementwise(em: EmitContext, store: Any, loop_vars: list[Any], extents: list
     if tile is not None and emit_tile_transpose(em, store, loop_vars, extents):
         return
     if tile is not None and reads_global(em, store.value):
-        # A gather or strided load from global memory (codegen.emit.gather).
-        emit_global_read(em, store, tile, loop_vars, extents, loop)
-        return
+        plain = store.value.value if isinstance(store.value, tirx.Cast) else store.value
+        if isinstance(plain, tirx.BufferLoad) and plain.buffer.data in em.globals_:
+            # A gather or strided load from global memory (codegen.emit.gather).
+            emit_global_read(em, store, tile, loop_vars, extents, loop)
+            return
+        store = stage_global_reads(em, store, loop_vars, extents, loop)  # other operations too
     if tile is None:
         raise em.fail(
             f"T.Parallel store to {store.buffer.name}, which is not a local tile",
@@ -193,6 +206,8 @@ def _global_store(em: EmitContext, store: Any, loop_vars: list[Any], extents: li
     """
     from tvm import tirx
 
+    if reads_global(em, store.value):
+        store = stage_global_reads(em, store, loop_vars, extents, loop)
     g = em.globals_[store.buffer.data]
     index = list(store.indices)
     offsets: list[Any] = []

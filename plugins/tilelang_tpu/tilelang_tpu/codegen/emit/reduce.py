@@ -17,7 +17,7 @@ from tilelang_tpu.codegen.emit.reduce_int import INT_REDUCE_DTYPES, emit_int_red
 from tilelang_tpu.codegen.emit.serial_ops import BIT_REDUCTIONS, emit_bit_reduce
 from tilelang_tpu.codegen.emit.transpose import emit_lane_transpose
 from tilelang_tpu.codegen.ir import float_imm, region
-from tilelang_tpu.codegen.layout import DTYPES, FLOAT_DTYPES, REDUCE_ALIGN
+from tilelang_tpu.codegen.layout import DTYPES, ELEMENT_BYTES, FLOAT_DTYPES, REDUCE_ALIGN
 
 if TYPE_CHECKING:
     from tilelang_tpu.codegen.context import EmitContext
@@ -118,6 +118,7 @@ def emit_reduce(em: EmitContext, call: Any) -> None:
         target = em.fresh("racc")
         tblk = em.dim4var(out_shape, "racc_block")
         em.emit(f"auto {target} = make_tensor<{DTYPES[st.dtype]}>({tblk}, {tblk});")
+    real = _pad_half_eu_rows(em, source, st.dtype, pooled_shape, ident) or real
     # PPL's row reduction: pads each row to whole EUs with the identity, then pools twice.
     em.emit(f"quick_pooling({target}, {source}, &{blk}, &{real}, {ident}, {mode}, 1.0f);")
     if negate:
@@ -125,3 +126,26 @@ def emit_reduce(em: EmitContext, call: Any) -> None:
     if not clear:
         combine = {"max": "fmax", "absmax": "fmax", "min": "fmin", "sum": "fadd", "abssum": "fadd"}[kind]
         em.emit(f"tiu::{combine}({out}, {out}, {target});")
+
+
+#: Bytes of the row width whose tail fill kills the emulator (see :func:`_pad_half_eu_rows`).
+_HALF_EU_BYTES = 32
+
+
+def _pad_half_eu_rows(em: EmitContext, source: str, dtype: str, shape: list[str], ident: str) -> str | None:
+    """Pad rows of exactly half an execution unit (8 fp32, 16 fp16/bf16 elements) here, and
+    return the ``dim4`` of the padded rows for ``quick_pooling`` (``None`` for other widths).
+
+    ``quick_pooling`` fills each row's tail ``[w, align(w, EU))`` with the identity in one
+    ``tiu::fill``; for a 32-byte tail at a 32-byte offset the BM1690 emulator asserts on
+    the fill's address (``atomic_tensor_arithmetic_single_opd_gen_cmd``: ``R_addr %`` the EU
+    bytes) and dies -- bug K1 of the differential run; every other width runs.  The same tail
+    filled as one column and then the rest runs, and ``quick_pooling`` then sees whole EUs."""
+    width = int(shape[3])
+    if width * ELEMENT_BYTES[dtype] != _HALF_EU_BYTES:
+        return None
+    for start, extent in ((width, 1), (width + 1, width - 1)):
+        part = em.dim4var([shape[0], shape[1], "1", str(extent)], "rtail")
+        at = em.dim4var(["0", "0", "0", str(start)], "rtail_off")
+        em.emit(f"tiu::fill({source}.sub_view({part}, {at}), {ident});")
+    return em.dim4var([shape[0], shape[1], "1", str(2 * width)], "rreal")

@@ -36,8 +36,9 @@ from typing import Any
 from tilelang_tpu.codegen.emit.cast import emit_cast
 from tilelang_tpu.codegen.emit.domain import ParallelDomain
 from tilelang_tpu.codegen.emit.index_tiles import hoisted_difference, index_tile
-from tilelang_tpu.codegen.ir import as_float, float_imm
+from tilelang_tpu.codegen.ir import as_float
 from tilelang_tpu.codegen.layout import FLOAT_DTYPES
+from tilelang_tpu.codegen.scalar import INFINITY, lowest_finite
 from tilelang_tpu.codegen.values import Operand
 
 __all__ = ["SELECT_DTYPES", "emit_mask", "emit_select"]
@@ -173,8 +174,8 @@ def _nan_guard(ctx: ParallelDomain, x: _Value, dtype: str, if_nan: str, otherwis
     holds for -inf only."""
     em = ctx.em
     minus_inf, lowest = em.fresh("minus_inf"), ctx.temp(dtype)
-    em.emit(f"float {minus_inf} = -(3.0e38f * 2.0f);")  # -inf (no inf literal or builtin in PPL)
-    em.emit(f"tiu::fill({lowest}, {em.expr(float_imm('-inf', dtype))});")  # the printer spells it as the lowest finite value
+    em.emit(f"float {minus_inf} = -{INFINITY};")
+    em.emit(f"tiu::fill({lowest}, {lowest_finite(dtype)});")
     above = ctx.temp(values_dtype)
     em.emit(f"tiu::gt_select({above}, {x.text}, {minus_inf}, {otherwise}, {if_nan});")
     em.emit(f"tiu::gt_select({out}, {lowest}, {x.text}, {otherwise}, {above});")

@@ -17,7 +17,7 @@ from tilelang_tpu.codegen.ir import region
 if TYPE_CHECKING:
     from tilelang_tpu.codegen.context import EmitContext
 
-__all__ = ["BIT_REDUCTIONS", "emit_bit_reduce", "emit_cummax", "emit_fill_elements", "emit_transpose", "per_element_loop"]
+__all__ = ["BIT_REDUCTIONS", "emit_bit_reduce", "emit_cummax", "emit_fill_elements", "emit_im2col", "emit_transpose", "per_element_loop"]
 
 #: ``T.reduce_<kind>`` kinds lowered here -> (TIR op of one step, identity).
 BIT_REDUCTIONS = {"bitxor": ("bitwise_xor", 0), "bitor": ("bitwise_or", 0), "bitand": ("bitwise_and", -1)}
@@ -137,17 +137,20 @@ def per_element_loop(em: EmitContext, loop: Any) -> Any:
     """``loop`` (a ``T.Parallel`` nest the vector path refused) as serial loops of per-element
     code, or ``None`` when the scalar unit cannot run it (an fp16/bf16/int64 element, a tile
     op inside).  Running the iterations of a ``T.Parallel`` one after another is one of its
-    valid schedules, so the results are those of the vector path where it applies.  Fresh loop
+    valid schedules, so the results are those of the vector path where it applies (fp16/bf16
+    elements through fp32: codegen.emit.half_elements).  Fresh loop
     variables keep the refused attempt's bindings apart."""
     from tvm import tirx
 
     from tilelang_tpu.codegen.emit.elements import SCALAR_DTYPES
+    from tilelang_tpu.codegen.emit.half_elements import HALF_DTYPES
 
     ok = [True]
 
     def check(node: Any) -> None:
         if isinstance(node, (tirx.BufferLoad, tirx.BufferStore)):
-            if (node.buffer.data not in em.scalars and str(node.buffer.dtype) not in SCALAR_DTYPES) or (
+            scalar = str(node.buffer.dtype) in SCALAR_DTYPES or str(node.buffer.dtype) in HALF_DTYPES
+            if (node.buffer.data not in em.scalars and not scalar) or (
                 node.buffer.data not in em.scalars and node.buffer.data not in em.tiles and node.buffer.data not in em.globals_
             ):
                 ok[0] = False
@@ -205,3 +208,35 @@ def emit_fill_elements(em: EmitContext, call: Any) -> None:
         value = tirx.Cast(str(buf.dtype), value)
     # (The element stores drop what lies outside the tensor: codegen.emit.elements.global_access.)
     _walk(em, _nest(list(extents), lambda vs: tirx.BufferStore(buf, value, [m + v for m, v in zip(mins, vs, strict=True)])))
+
+
+def emit_im2col(em: EmitContext, call: Any) -> None:
+    """``T.im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad)``: ``col[i, j]`` is the
+    NHWC image element that output pixel ``nhw_step * BM + i`` reads at filter position
+    ``c_step * BK + j`` (``(kh, kw, c)``, channels fastest), 0 in the padding -- tilelang's own
+    definition of the op, element by element."""
+    from tvm import tirx
+
+    img, _, _ = region(call.args[0])
+    col, cmin, cext = region(call.args[1])
+    nhw_step, c_step = call.args[2], call.args[3]
+    kernel, stride, dilation, pad = (int(a) for a in call.args[4:8])
+    if len(img.shape) != 4 or len(cext) < 2:
+        raise em.fail("T.im2col of other than a 4-D NHWC image into a 2-D tile", hint="pass the image as [N, H, W, C]")
+    h, w, c = img.shape[1], img.shape[2], img.shape[3]
+    out_h = tirx.floordiv(h + 2 * pad - (kernel - 1) * dilation - 1, stride) + 1
+    out_w = tirx.floordiv(w + 2 * pad - (kernel - 1) * dilation - 1, stride) + 1
+    block_m, block_k = cext[-2], cext[-1]
+
+    def body_of(vs: list[Any]) -> Any:
+        i, j = vs
+        m, k = nhw_step * block_m + i, c_step * block_k + j
+        ah = tirx.floordiv(tirx.floormod(m, out_h * out_w), out_w) * stride + tirx.floordiv(k, kernel * c) * dilation - pad
+        aw = tirx.floormod(m, out_w) * stride + tirx.floormod(tirx.floordiv(k, c), kernel) * dilation - pad
+        inside = tirx.all(ah >= 0, aw >= 0, ah < h, aw < w)
+        index = [cmin[d] + (i if d == len(cext) - 2 else j if d == len(cext) - 1 else 0) for d in range(len(cext))]
+        value = tirx.BufferLoad(img, [tirx.floordiv(m, out_h * out_w), ah, aw, tirx.floormod(k, c)])
+        zero = tirx.BufferStore(col, tirx.const(0, str(col.dtype)), index)
+        return tirx.IfThenElse(inside, tirx.BufferStore(col, value, index), zero)
+
+    _walk(em, _nest([block_m, block_k], body_of))
