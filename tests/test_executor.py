@@ -223,3 +223,29 @@ def test_a_crashing_worker_is_retried_then_its_config_is_lost_and_the_sweep_goes
     assert "WorkerCrashedError" in results[1]["error"] or "died" in results[1]["error"], results[1]
     assert executor.counters()["lost"] == 1
     _check(kernel, results)
+
+
+def test_doctor_shows_the_executor_and_every_node_with_its_resources(tuned: Any) -> None:
+    from tilecore.cli.executor_cmd import doctor_lines
+
+    report = executor.doctor_report()
+    assert report["executor"] == "ray" and report["reachable"] is True
+    resources = [node["resources"] for node in report["nodes"]]
+    assert len(resources) == 3  # the head and two nodes
+    assert sum(toolchain_resource("tpu") in r for r in resources) == 2
+    assert sum(bench_resource("tpu") in r for r in resources) == 1
+    assert any(f"{bench_resource('democpu')}=1" in line for line in doctor_lines(report))
+
+
+def test_the_cluster_listens_on_loopback_only(cluster: dict[str, Any]) -> None:
+    import psutil  # a dependency of tilelang
+
+    ours = [p for p in psutil.process_iter(["cmdline"]) if str(cluster["root"]) in " ".join(p.info["cmdline"] or [])]
+    assert ours, "no process of the test cluster found"
+    listening = {
+        (conn.laddr.ip, conn.laddr.port)
+        for process in ours
+        for conn in process.net_connections(kind="inet")
+        if conn.status == psutil.CONN_LISTEN
+    }
+    assert listening and all(ip == "127.0.0.1" for ip, _ in listening), listening
