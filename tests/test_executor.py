@@ -11,6 +11,7 @@ nothing.  Skipped with the reason when Ray is not installed.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import shutil
@@ -104,7 +105,7 @@ def cluster(redis_server: LocalRedisServer) -> Iterator[dict[str, Any]]:
             made.add_node(**common, num_cpus=1, resources={**tools, **benches}, env_vars=node_env("a"))
             made.add_node(**common, num_cpus=1, resources=tools, env_vars=node_env("b"))
             ray.init(address=made.address, logging_level="WARNING", log_to_driver=False, configure_logging=False)
-            yield {"cluster": made, "root": root, "key_file": key_file, "started_s": time.perf_counter() - start}
+            yield {"cluster": made, "root": root, "node_env": node_env, "common": common, "started_s": time.perf_counter() - start}
         finally:
             ray.shutdown()
             if made is not None:
@@ -248,4 +249,25 @@ def test_the_cluster_listens_on_loopback_only(cluster: dict[str, Any]) -> None:
         for conn in process.net_connections(kind="inet")
         if conn.status == psutil.CONN_LISTEN
     }
-    assert listening and all(ip == "127.0.0.1" for ip, _ in listening), listening
+
+    def loopback(ip: str) -> bool:
+        address = ipaddress.ip_address(ip)
+        mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1
+        return bool((mapped or address).is_loopback)
+
+    assert listening and all(loopback(ip) for ip, _ in listening), listening
+
+
+def test_a_node_whose_toolchain_fails_is_quarantined_and_its_configs_compile_elsewhere(tuned: Any, cluster: dict[str, Any]) -> None:
+    made = cluster["cluster"]
+    # Advertises democpu's toolchain, but its C++ compiler does not exist: every compile there is a ToolchainError.
+    env = {**cluster["node_env"]("c"), "CXX": "/nonexistent/c++"}
+    bad = made.add_node(**cluster["common"], num_cpus=1, resources={toolchain_resource("democpu"): 1.0}, env_vars=env)
+    try:
+        kernel = make_matmul("democpu", rep=5)(64, 64, 64)  # another sweep than the other tests' (rep)
+        sweep = tuned.last_sweep
+        assert sweep["quarantined"] == [bad.node_id]
+        assert all(r["status"] == "ok" and r["compiled_on"] != bad.node_id for r in sweep["results"]), sweep["results"]
+        _check(kernel, sweep["results"])
+    finally:
+        made.remove_node(bad)

@@ -81,3 +81,43 @@ def test_without_the_remote_cache_the_ray_executor_warns_once_and_tilelang_tunes
     finally:
         executor.reset()
         remote.reset()
+
+
+def test_an_unreachable_store_is_a_warning_and_local_tuning(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import torch
+    from tune_kernels import make_matmul
+
+    from tilecore.remote.localserver import free_port
+
+    monkeypatch.chdir(tmp_path)  # tilelang's tuner writes autotuner.log into the working directory
+    remote.configure(f"redis://127.0.0.1:{free_port()}/0?connect_timeout=1", key=KEY_A)  # nothing listens there
+    try:
+        executor.configure("ray", address="127.0.0.1:1")  # never reached: the store fails first
+        with caplog.at_level(logging.WARNING):
+            kernel = make_matmul("democpu", configs=[{"BM": 16, "BN": 16, "BK": 16}, {"BM": 32, "BN": 32, "BK": 32}])(64, 64, 64)
+        assert caplog.text.count("remote cache store is unreachable; tuning locally") == 1
+        assert "cannot be reached" not in caplog.text and executor.counters() == {}
+        a, b = torch.randn(64, 64), torch.randn(64, 64)
+        torch.testing.assert_close(kernel(a, b), a @ b, atol=1e-3, rtol=1e-3)
+    finally:
+        executor.reset()
+        remote.reset()
+
+
+def test_node_resources_advertise_only_working_toolchains() -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tilecore.executor.ray_executor import bench_resource, toolchain_resource
+
+    assert executor.node_resources(["democpu"]) == {toolchain_resource("democpu"): 1.0, bench_resource("democpu"): 1.0}
+    # A node whose C++ compiler is missing: democpu's set-up fails there, so it advertises nothing.
+    env = dict(os.environ, CXX="/nonexistent/c++")
+    command = [sys.executable, "-m", "tilecore.cli", "executor", "node-resources", "--target", "democpu"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout) == {}

@@ -144,9 +144,8 @@ class TuneJob:
         """Every config elaborated here (on the driver) into a shippable candidate."""
         if self._candidates is not None:
             return self._candidates
-        from tilelang.autotuner import tuner as tl_tuner
+        from tilelang.autotuner.tuner import _PASS_CONFIGS_KEY as pass_key
 
-        pass_key = tl_tuner._PASS_CONFIGS_KEY
         _, elaborate = self._tuner._ensure_jit_functions()
         parameters = inspect.signature(self._tuner.fn).parameters
         found: list[Candidate] = []
@@ -219,9 +218,9 @@ class TuneJob:
 
 
 def _reserved_keys() -> set[str]:
-    from tilelang.autotuner import tuner as tl_tuner
+    from tilelang.autotuner.tuner import _RESERVED_CONFIG_KEYS
 
-    return set(tl_tuner._RESERVED_CONFIG_KEYS)
+    return set(_RESERVED_CONFIG_KEYS)
 
 
 def code_fingerprint(fn: Any) -> str | None:
@@ -305,10 +304,10 @@ def benchmark_candidate(program: bytes, profile: bytes, warmup: int, rep: int) -
     """Load a candidate (a cache hit once compiled), check it and time it as tilelang's tuner does.
 
     Returns ``(latency, ref_latency)``; a failed check raises, as it does in tilelang's tuner."""
-    from tilelang.autotuner import tuner as tl_tuner
+    from tilelang.autotuner.tuner import AutoTuner, _BenchmarkWorkerState
 
     kernel = compile_candidate(program)
-    tuner = tl_tuner.AutoTuner(None, [])
+    tuner = AutoTuner(None, [])
     tuner.profile_args = pickle.loads(profile)
-    latency, ref_latency = tuner._benchmark_target(kernel, warmup, rep, 1.0, tl_tuner._BenchmarkWorkerState())
+    latency, ref_latency = tuner._benchmark_target(kernel, warmup, rep, 1.0, _BenchmarkWorkerState())
     return float(latency), None if ref_latency is None else float(ref_latency)

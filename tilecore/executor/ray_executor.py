@@ -125,6 +125,9 @@ class RayExecutor:
             best = record["best"]
             self.last_sweep = {"record": key, "reused": True, "wall_s": time.perf_counter() - start}
             return job.finish(int(best["index"]), float(best["latency"]), best.get("ref_latency"))
+        if not remote.healthy():  # the store failed (the tier warned once): kernels cannot travel
+            state.warn_once("store-down", "tilecore executor 'ray': the remote cache store is unreachable; tuning locally.")
+            return job.run_local()
         state.counters["record_misses"] += 1
         try:
             ray = self.connect()
@@ -157,7 +160,13 @@ class RayExecutor:
         }
         remote.put_record(key, record)
         state.counters["sweeps"] += 1
-        self.last_sweep = {"record": key, "reused": False, "wall_s": time.perf_counter() - start, "results": results}
+        self.last_sweep = {
+            "record": key,
+            "reused": False,
+            "wall_s": time.perf_counter() - start,
+            "results": results,
+            "quarantined": sorted(sweep.quarantined),
+        }
         return job.finish(int(best["index"]), float(best["latency"]), best.get("ref_latency"))
 
 
@@ -215,6 +224,7 @@ class _Sweep:
 
     def run(self) -> list[dict[str, Any]]:
         results: dict[int, dict[str, Any]] = {}
+        compiled_on: dict[int, str] = {}
         pending: dict[Any, tuple[str, Any]] = {self._submit_compile(c): ("compile", c) for c in self.candidates}
         while pending:
             (ready,), _ = self.ray.wait(list(pending), num_returns=1)
@@ -228,6 +238,7 @@ class _Sweep:
                 continue
             state.counters[f"{kind}_tasks"] += 1
             if kind == "compile" and out["status"] == "compiled":
+                compiled_on[candidate.index] = out["node"]
                 pending[self._submit_bench(candidate)] = ("bench", candidate)
             elif kind == "compile" and out["status"] == "toolchain":
                 self.quarantined.add(out["node"])
@@ -242,7 +253,7 @@ class _Sweep:
                 else:
                     results[candidate.index] = {**base, **out}
             else:
-                results[candidate.index] = {**base, **out}
+                results[candidate.index] = {**base, **out, "compiled_on": compiled_on.get(candidate.index)}
         return [results[c.index] for c in self.candidates]
 
 

@@ -39,6 +39,7 @@ __all__ = [
     "enabled",
     "flush",
     "get_record",
+    "healthy",
     "lookup_into",
     "printable_env",
     "prune",
@@ -174,6 +175,12 @@ def flush(timeout: float | None = None) -> bool:
     """Wait for queued publications (at most ``timeout`` s; default the ``flush_timeout`` setting)."""
     tier = _current()
     return True if tier is None else tier.flush(timeout)
+
+
+def healthy() -> bool:
+    """Whether a remote cache is configured and its store has not failed recently (no I/O)."""
+    tier = _current()
+    return tier is not None and bool(tier.available())
 
 
 def _record_name(tier: Any, key: str) -> str:
