@@ -264,7 +264,14 @@ def test_a_node_whose_toolchain_fails_is_quarantined_and_its_configs_compile_els
     env = {**cluster["node_env"]("c"), "CXX": "/nonexistent/c++"}
     bad = made.add_node(**cluster["common"], num_cpus=1, resources={toolchain_resource("democpu"): 1.0}, env_vars=env)
     try:
-        kernel = make_matmul("democpu", rep=5)(64, 64, 64)  # another sweep than the other tests' (rep)
+        # Tiles no other test compiles: every config needs a compiler (a cache hit needs none).
+        fresh = [
+            {"BM": 64, "BN": 16, "BK": 16},
+            {"BM": 16, "BN": 64, "BK": 16},
+            {"BM": 64, "BN": 64, "BK": 64},
+            {"BM": 16, "BN": 16, "BK": 64},
+        ]
+        kernel = make_matmul("democpu", configs=fresh)(64, 64, 64)
         sweep = tuned.last_sweep
         assert sweep["quarantined"] == [bad.node_id]
         assert all(r["status"] == "ok" and r["compiled_on"] != bad.node_id for r in sweep["results"]), sweep["results"]

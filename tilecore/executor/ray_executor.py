@@ -206,6 +206,7 @@ class _Sweep:
 
     def _compile_options(self) -> dict[str, Any]:
         options: dict[str, Any] = {"num_cpus": 1, "resources": {self.toolchain: 0.001}, "max_retries": self.executor.max_retries}
+        options["scheduling_strategy"] = "SPREAD"  # over every builder (Ray's default packs a node first)
         if self.quarantined:  # pin to a node that has not failed with ToolchainError
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
