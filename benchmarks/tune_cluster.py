@@ -70,6 +70,7 @@ def main() -> int:
         os.environ.setdefault("TILELANG_TPU_TOOLCHAIN_DIR", str(install_root()))
     except ImportError:
         pass
+    os.chdir(root)  # tilelang's local tuner writes autotuner.log into the working directory
     key = os.urandom(32).hex()
     (root / "key").write_text(key)
     (root / "key").chmod(0o600)
@@ -150,6 +151,7 @@ def main() -> int:
                 f"p90 {trips[int(len(trips) * 0.9)] * 1e3:.2f} ms"
             )
     finally:
+        os.chdir(ROOT)
         ray.shutdown()
         if cluster is not None:
             cluster.shutdown()
