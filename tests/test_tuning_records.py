@@ -121,3 +121,11 @@ def test_node_resources_advertise_only_working_toolchains() -> None:
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout) == {}
+
+
+def test_the_ray_executor_never_starts_a_cluster() -> None:
+    with pytest.raises(ValueError, match="never starts one"):
+        executor.configure("ray", address="local")
+    with pytest.raises(ValueError, match="never starts one"):
+        executor.configure("ray:local")
+    assert executor.current() is None  # nothing configured, TILECORE_EXECUTOR unset: tilelang's own tuner

@@ -64,6 +64,8 @@ class RayExecutor:
         self._faults = _parse_faults(str(merged.pop("inject_crash", "")), merged.pop("crash_markers", None))
         if merged:
             raise ValueError(f"unknown ray executor option(s): {', '.join(sorted(merged))}")
+        if self.address.lower() in ("local", "local:"):
+            raise ValueError("tilecore's ray executor attaches to a running cluster and never starts one: give its address, not 'local'")
         self._lock = threading.Lock()
         self.last_sweep: dict[str, Any] = {}
 
