@@ -29,7 +29,7 @@ $(VENV)/.torch: $(BIN)/python FORCE
 # Editable installs: the venv always runs the source tree (no stale installed copy; reinstalled when a
 # pyproject changes, e.g. its entry points).  build/twine/check-wheel-contents serve `make dist`/release-check.
 $(VENV)/.installed: $(VENV)/.torch pyproject.toml examples/democpu/pyproject.toml plugins/*/pyproject.toml
-	$(BIN)/pip install -q -e ".[remote]" -e ./examples/democpu -e ./plugins/tilelang_cuda -e ./plugins/tilelang_hip -e ./plugins/tilelang_tpu \
+	$(BIN)/pip install -q -e ".[remote,ray]" -e ./examples/democpu -e ./plugins/tilelang_cuda -e ./plugins/tilelang_hip -e ./plugins/tilelang_tpu \
 	  pytest pytest-xdist hypothesis ruff mypy import-linter build twine check-wheel-contents
 	$(BIN)/tilelang-tpu toolchain install
 	touch $@

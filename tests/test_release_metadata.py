@@ -48,12 +48,13 @@ PROVIDERS = {
     "platformdirs": "platformdirs",
     "tqdm": "tqdm",
     "redis": "redis",
+    "ray": "ray",
     "pytest": "pytest",
     "tilecore": "tilecore",
 }
 #: Imports that are optional at run time, each guarded where it is imported.
 OPTIONAL = {
-    "tilecore": {"redis", "pytest"},  # extras [remote] / the conformance suite, run under pytest
+    "tilecore": {"redis", "ray", "pytest"},  # extras [remote], [ray] / the conformance suite, run under pytest
     "tilelang-tpu": {"torch_tpu"},  # SophGo's card runtime, only with a card (devices.py)
 }
 #: tilelang-* distributions on the package index that are forks replacing tilelang itself.

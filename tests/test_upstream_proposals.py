@@ -29,10 +29,20 @@ UPSTREAM = ROOT / "docs" / "upstream"
 #: In the order they are applied; each also applies alone (test_each_patch_applies_alone).
 PATCHES = [
     UPSTREAM / f"{name}.patch"
-    for name in ("source-getters", "cache-key-salt", "adapter-factory", "cache-tiers", "profiler-hooks", "stacked-jit", "entry-points")
+    for name in (
+        "source-getters",
+        "cache-key-salt",
+        "adapter-factory",
+        "cache-tiers",
+        "profiler-hooks",
+        "stacked-jit",
+        "entry-points",
+        "autotune-runners",
+    )
 ]
 #: Every SEAMS row with a wrapper names one of these proposals: with all of them merged, nothing is patched.
 RETIRED = [
+    "AutoTuner.run",
     "JITKernel.__getitem__",
     "JITKernel._create_adapter_from_artifact",
     "JITKernel._create_adapter_from_database",

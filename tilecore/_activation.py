@@ -3,15 +3,18 @@
 It happens right after ``import tilelang`` (the startup hook installed with the
 distribution, unless ``TILECORE_DISABLE_PLUGIN_AUTOLOAD=1``), or explicitly with
 :func:`activate`.  Activation is also the registration point of the features: after
-installing the bridge it adds the remote compile-cache tier, so the bridge never
-imports a feature.
+installing the bridge it adds the remote compile-cache tier and the tune runner that
+follows ``TILECORE_EXECUTOR`` (executors are found by name in the entry-point group
+``tilecore.executors``), so the bridge never imports a feature.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
+from importlib import metadata
 from typing import Any
 
 from tilecore._registry import Registry
@@ -68,6 +71,54 @@ class RemoteCacheTier:
         return hash(RemoteCacheTier)
 
 
+EXECUTOR_ENV = "TILECORE_EXECUTOR"
+EXECUTOR_GROUP = "tilecore.executors"
+
+
+def load_executor(spec: str, **options: Any) -> Any:
+    """The executor ``spec`` names (``"ray"``, ``"ray:10.0.0.5:6379?max_retries=2"``, ``"local"``),
+    built by the factory its name has in the entry-point group ``tilecore.executors``."""
+    from tilecore.errors import TilecoreError
+
+    name = spec.split(":", 1)[0].split("?", 1)[0].strip().lower()
+    found = {ep.name: ep for ep in metadata.entry_points(group=EXECUTOR_GROUP)}
+    if name not in found:
+        raise TilecoreError(
+            f"no tilecore executor {name!r} (from {spec!r}): entry-point group {EXECUTOR_GROUP!r} has {', '.join(sorted(found)) or 'none'}",
+            fix="install the distribution that ships it (Ray: pip install 'tilecore[ray]'), or fix TILECORE_EXECUTOR",
+        )
+    return found[name].load()(spec, **options)
+
+
+class EnvTuneRunner:
+    """The executor ``TILECORE_EXECUTOR`` names, offered every autotuning sweep.
+
+    Unset (the default): every sweep stays tilelang's own.  An executor that cannot be
+    loaded is one warning per setting and local tuning, never a failed compile."""
+
+    def __init__(self) -> None:
+        self._spec: str | None = None
+        self._executor: Any = None
+
+    def run(self, job: Any) -> Any | None:
+        spec = os.environ.get(EXECUTOR_ENV, "").strip()
+        if not spec:
+            return None
+        if spec != self._spec:
+            self._spec, self._executor = spec, None
+            try:
+                self._executor = load_executor(spec)
+            except Exception as err:
+                _logger.warning("tilecore: %s=%s cannot be used (%s); tuning locally.", EXECUTOR_ENV, spec, err)
+        return None if self._executor is None else self._executor.tune(job)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, EnvTuneRunner)
+
+    def __hash__(self) -> int:
+        return hash(EnvTuneRunner)
+
+
 def activate() -> Registry:
     """Import tilelang and connect the registry to it.  Idempotent.
 
@@ -82,6 +133,7 @@ def activate() -> Registry:
     registry = get_registry()
     _bridge.install(registry)
     _bridge.add_tier(RemoteCacheTier())
+    _bridge.add_tune_runner(EnvTuneRunner())
     return registry
 
 

@@ -17,6 +17,7 @@ One module per concept, driven by the declarative table
 ``cache_tiers``        further cache tiers (:func:`add_tier`); activation adds the remote one
 ``profiler``           tilelang's Profiler routed to the backend (supply, timing)
 ``call_forms``         ``@tilelang.jit`` over ``@T.prim_func`` and ``kernel[grid]``
+``tuner``              ``AutoTuner.run`` offered to tune runners (:func:`add_tune_runner`): an executor
 ``reuse``              tilelang pieces backends reuse (public as :mod:`tilecore.upstream`)
 =====================  ==============================================================
 
@@ -32,6 +33,9 @@ from tilecore._bridge.gate import check as check_tilelang
 from tilecore._bridge.kernel_cache import local_cache_dir
 from tilecore._bridge.patches import install, installed, uninstall
 from tilecore._bridge.seams import SEAMS, Seam
+from tilecore._bridge.tuner import TuneJob, TuneRunner
+from tilecore._bridge.tuner import add_runner as add_tune_runner
+from tilecore._bridge.tuner import remove_runner as remove_tune_runner
 from tilecore._bridge.tvm_targets import TVM_KEY, builtin_kinds, resolve_tvm, tvm_config
 
 __all__ = [
@@ -40,7 +44,10 @@ __all__ = [
     "BridgeError",
     "CacheTier",
     "Seam",
+    "TuneJob",
+    "TuneRunner",
     "add_tier",
+    "add_tune_runner",
     "builtin_kinds",
     "check_loading_backend",
     "check_tilelang",
@@ -50,6 +57,7 @@ __all__ = [
     "local_cache_dir",
     "problems",
     "remove_tier",
+    "remove_tune_runner",
     "resolve_tvm",
     "retired_seams",
     "tvm_config",

@@ -75,6 +75,7 @@ class Seam:
 _JIT = "tilelang.jit.kernel:JITKernel"
 _CACHE = "tilelang.cache.kernel_cache:KernelCache"
 _PROFILER = "tilelang.profiler:Profiler"
+_TUNER = "tilelang.autotuner.tuner:AutoTuner"
 # The public APIs of docs/upstream/*.patch that retire rows (see Seam.retired_by).
 _ADAPTER_FACTORY = "tilelang.backend:ExecutionBackendSpec.adapter_factory"
 _CACHE_TIERS = "tilelang.cache.kernel_cache:register_cache_tier"
@@ -292,6 +293,29 @@ SEAMS: tuple[Seam, ...] = (
         proposal="stacked-jit.md",
         retired_by=f"{_JIT}.__getitem__",
     ),
+    # -- autotuning (tilecore.executor) ------------------------------------------------------
+    Seam(
+        _TUNER,
+        "run",
+        "the sweep runs in a thread pool of this process; an executor (a Ray cluster) may run it instead",
+        wrapper="tuner:wrap_run",
+        params=("warmup", "rep", "timeout", "use_pipeline", "enable_grouped_compile", "benchmark_multi_gpu"),
+        proposal="autotune-runners.md",
+        retired_by="tilelang.autotuner.tuner:register_autotune_runner",
+        public_wrapper="tuner:register_public",
+    ),
+    Seam(_TUNER, "_ensure_jit_functions", "the elaborate function of a sweep (decorator mode sets it)"),
+    Seam(_TUNER, "_merge_pass_configs_into_compile_args", "a config's compile arguments", params=("per_config_pass_configs",)),
+    Seam(
+        _TUNER,
+        "_benchmark_target",
+        "check and timing of one candidate on a worker, as tilelang's tuner does it",
+        params=("jit_kernel", "warmup", "rep", "early_stop_factor", "benchmark_state"),
+    ),
+    Seam("tilelang.autotuner.tuner", "_BenchmarkWorkerState", "the benchmark state _benchmark_target takes"),
+    Seam("tilelang.autotuner.tuner", "_PASS_CONFIGS_KEY", "how a config's pass_configs reach the elaborate function"),
+    Seam("tilelang.autotuner.tuner", "_RESERVED_CONFIG_KEYS", "config keys that are not kernel parameters"),
+    Seam("tilelang.autotuner.param", "AutotuneResult", "the result object a sweep returns"),
     # -- helpers backends reuse (tilecore.upstream) -----------------------------------------
     Seam("tilelang.cpu.pipeline", "CPUPassPipelineBody", "portable lowering of lower_with_host_pipeline", proposal="helpers.md"),
     Seam("tvm_ffi", "target.build.tilelang_c", "C device codegen of c_source", kind="global", proposal="helpers.md"),

@@ -4,6 +4,7 @@
 ``tilecore list --load``   the same, each backend imported in its own subprocess (state, availability, fix)
 ``tilecore doctor``        ``list --load`` plus each target's toolchain, environment facts for bug reports
 ``tilecore new-backend``   write a new backend distribution from the template
+``tilecore executor``      the executor of autotuning sweeps (Ray) and a node's resources
 ``tilecore --version``     tilecore, plugin API, tilelang and every backend (``-vv``: entry points too)
 
 Every failure ends in one ``tilecore: error: ...`` line on stderr and exit
@@ -36,6 +37,7 @@ SUBCOMMANDS: list[str] = [
     "tilecore.cli.doctor",
     "tilecore.cli.new_backend",
     "tilecore.cli.cache_cmd",
+    "tilecore.cli.executor_cmd",
 ]
 
 

@@ -32,6 +32,7 @@ DOCTOR_SECTIONS: list[str] = [
     "tilecore.cli.tilelang_check:doctor_section",
     "tilecore.cli.requirements:doctor_section",
     "tilecore.cli.cache_cmd:doctor_section",
+    "tilecore.cli.executor_cmd:doctor_section",
 ]
 
 

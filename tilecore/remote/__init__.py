@@ -38,10 +38,13 @@ __all__ = [
     "doctor_report",
     "enabled",
     "flush",
+    "get_record",
+    "healthy",
     "lookup_into",
     "printable_env",
     "prune",
     "publish_async",
+    "put_record",
     "reset",
     "stats",
 ]
@@ -172,6 +175,58 @@ def flush(timeout: float | None = None) -> bool:
     """Wait for queued publications (at most ``timeout`` s; default the ``flush_timeout`` setting)."""
     tier = _current()
     return True if tier is None else tier.flush(timeout)
+
+
+def healthy() -> bool:
+    """Whether a remote cache is configured and its store has not failed recently (no I/O)."""
+    tier = _current()
+    return tier is not None and bool(tier.available())
+
+
+def _record_name(tier: Any, key: str) -> str:
+    return f"{tier.namespace}tune:{key}"
+
+
+def get_record(key: str) -> dict[str, Any] | None:
+    """The verified tuning record stored under ``key`` (:mod:`tilecore.remote.records`), or ``None``
+    on a miss, a refused record or a store failure (counted; a failure warns once)."""
+    tier = _current()
+    if tier is None or not tier.available():
+        return None
+    from tilecore.remote import records
+
+    try:
+        blob = tier.store().get(_record_name(tier, key), None)
+    except Exception as err:
+        tier.failed("reading a tuning record", err)
+        return None
+    if blob is None:
+        tier.counters["record_misses"] += 1
+        return None
+    try:
+        record = records.decode(blob, key, tier.secret)
+    except records.RecordRejected as bad:
+        tier.counters["record_rejected"] += 1
+        logger.warning("tilecore remote cache %s: refused tuning record %s (%s); tuning again.", tier.url, key[:16], bad)
+        return None
+    tier.counters["record_hits"] += 1
+    return record
+
+
+def put_record(key: str, record: Mapping[str, Any]) -> bool:
+    """Store the tuning record ``record`` under ``key``, signed (unless one is there); ``True`` if stored."""
+    tier = _current()
+    if tier is None or not tier.available():
+        return False
+    from tilecore.remote import records
+
+    try:
+        stored = tier.store().put_if_absent(_record_name(tier, key), records.encode(key, dict(record), tier.secret), tier.settings.ttl)
+    except Exception as err:
+        tier.failed("storing a tuning record", err)
+        return False
+    tier.counters["records_published" if stored else "record_exists"] += 1
+    return bool(stored)
 
 
 def counters() -> dict[str, int]:

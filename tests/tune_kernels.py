@@ -1,0 +1,44 @@
+"""Autotuned kernels of the executor tests, written as tilelang users write them (unchanged code).
+
+A module of its own so the test process, the processes it starts and the cluster's workers
+(``ref_prog`` is pickled by reference) all see the same kernels.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tilelang
+import tilelang.language as T
+import torch
+
+#: Four configs: small tiles compile and run in about a second each (emulator included).
+CONFIGS = [{"BM": bm, "BN": bn, "BK": bk} for bm, bn, bk in ((16, 16, 16), (32, 32, 16), (32, 16, 32), (16, 32, 32))]
+
+
+def reference(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    return A @ B
+
+
+def make_matmul(target: str, rep: int = 3, configs: list[dict[str, int]] | None = None) -> Any:
+    """``@tilelang.autotune`` over ``@tilelang.jit``: a GEMM tuned over block sizes for ``target``."""
+
+    @tilelang.autotune(configs=configs or CONFIGS, warmup=1, rep=rep, ref_prog=reference, atol=1e-3, rtol=1e-3)
+    @tilelang.jit(out_idx=[-1], target=target)
+    def matmul(M: int, N: int, K: int, BM: int = 16, BN: int = 16, BK: int = 16) -> Any:
+        @T.prim_func
+        def gemm(A: T.Tensor((M, K), "float32"), B: T.Tensor((K, N), "float32"), C: T.Tensor((M, N), "float32")) -> None:
+            with T.Kernel(T.ceildiv(N, BN), T.ceildiv(M, BM), threads=128) as (bx, by):
+                a = T.alloc_local((BM, BK), "float32")
+                b = T.alloc_local((BK, BN), "float32")
+                c = T.alloc_local((BM, BN), "float32")
+                T.clear(c)
+                for k in T.Pipelined(T.ceildiv(K, BK), num_stages=2):
+                    T.copy(A[by * BM, k * BK], a)
+                    T.copy(B[k * BK, bx * BN], b)
+                    T.gemm(a, b, c)
+                T.copy(c, C[by * BM, bx * BN])
+
+        return gemm
+
+    return matmul
