@@ -123,8 +123,6 @@ def params(em: EmitContext) -> list[tuple[str, str]]:
         if not slot.used:
             continue
         dims = tuple(int(d) if isinstance(d, tirx.IntImm) else d for d in buf.shape)
-        if len(dims) > 4:
-            raise em.fail(f"tensor {buf.name} has rank {len(dims)}; ranks 1 to 4 are supported", em.func)
         check_contiguous(em, buf)
         gname = em.fresh("g_" + str(buf.name))
         em.globals_[buf.data] = GlobalTensor(gname, dtype, dims, str(buf.name))
@@ -141,6 +139,8 @@ def declare_globals(em: EmitContext) -> None:
                 continue
             name = g.name if layout == "lanes" else em.fresh(f"{g.name}_{layout}")
             extents = [em.expr(g.extent(i)) for i in range(len(g.dims))]
+            if len(extents) > 4:  # rank 5+: one flat W axis, read through strided views (codegen.emit.slices)
+                extents = ["1", "1", "1", " * ".join(f"({e})" for e in extents)]
             shape = em.dim4var(storage_dims(to4(extents, layout), g.dtype), name + "_shape")
             em.emit(f"auto {name} = gtensor<{storage_type(g.dtype)}>({shape}, GLOBAL, {em.ids.of_var[var]});")
             em.global_views[(var, layout)] = name
