@@ -15,7 +15,7 @@ import torch
 def _u8_to_i4_to_i8(val, pos):
     """The signed int4 at nibble ``pos`` (0: low, 1: high) of the uint8 ``val``, as int8."""
     i4 = (val >> (T.Cast("uint8", pos) * T.uint8(4))) & T.uint8(0xF)
-    return T.reinterpret("int8", i4 << T.uint8(4)) >> T.int8(4)
+    return T.reinterpret(i4 << T.uint8(4), "int8") >> T.int8(4)
 
 
 def w4a16_gemm(M, N, K, group_size=32, block_M=64, block_N=64, block_K=64, dtype="float16"):

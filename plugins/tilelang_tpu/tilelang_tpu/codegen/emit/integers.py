@@ -19,10 +19,11 @@ PPL's integer TIU instructions do the same when asked for no saturation:
   (:func:`~tilelang_tpu.codegen.emit.cast.emit_convert`).
 
 int8, uint8, int16 and uint16 arithmetic (upstream's int4 unpacking: ``(b >> s) & 0xF`` on a
-uint8 tile, ``T.reinterpret("int8", x << 4) >> 4``) is computed as C computes it: the operands
-widened to int32, the operation in int32, the result wrapped to the narrow type
+uint8 tile, ``T.reinterpret("int8", x << 4) >> 4``) is computed as C (and TileLang's ``c``
+target) computes it: the operands promoted to int32, the operations in int32, the value
+truncated to the narrow type only where it is stored, cast or bound to a variable
 (:func:`~tilelang_tpu.codegen.emit.cast.emit_convert`).  ``T.reinterpret`` between integer
-types of one width is that same wrap.  (Performance: each narrow operation adds its widening
+types of one width is that truncation.  (Performance: each narrow operation adds its widening
 and wrapping casts, about four TIU instructions.)  Other integer dtypes (int64, uint32) are
 refused by name: ``T.cast`` them to int32 first.
 """
@@ -86,12 +87,18 @@ def loop_index(ctx: ParallelDomain, var: Any) -> Operand:
 
 def emit_integer(ctx: ParallelDomain, e: Any, dst: str | None) -> Operand | None:
     """Compute the integer operation ``e`` (:func:`integer_op`) over the domain."""
+    from tvm import tirx
+
     dtype = str(e.dtype)
-    if dtype in NARROW_DTYPES:
-        # C promotes narrow integers to int: compute in int32, then wrap to the narrow type.
+    reinterpret = isinstance(e, tirx.Call) and op_name(e) == "tirx.reinterpret"
+    if dtype in NARROW_DTYPES or (reinterpret and dtype in _WIDTH):
+        # C promotes narrow integers to int and truncates only where a value is stored, cast or
+        # reinterpreted (what TileLang's c target does): the operation in int32, unwrapped.
         wide = _emit_as(ctx, e, None, "int32")
         assert wide is not None
-        out = ctx.output(dtype, dst)
+        if not reinterpret and (dst is None or ctx.dst_tile.dtype != dtype):
+            return wide
+        out = ctx.output(dtype, dst)  # stored, or reinterpreted: wrapped to the narrow type
         emit_convert(ctx.em, out, wide.text, dtype, "int32", ctx.temp)
         return None if out == dst else Operand(out, dtype, True)
     if dtype not in INT_DTYPES:

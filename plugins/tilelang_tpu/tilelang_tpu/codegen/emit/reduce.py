@@ -17,12 +17,16 @@ from tilelang_tpu.codegen.emit.reduce_int import INT_REDUCE_DTYPES, emit_int_red
 from tilelang_tpu.codegen.emit.serial_ops import BIT_REDUCTIONS, emit_bit_reduce
 from tilelang_tpu.codegen.emit.transpose import emit_lane_transpose
 from tilelang_tpu.codegen.ir import float_imm, region
-from tilelang_tpu.codegen.layout import DTYPES, FLOAT_DTYPES, REDUCE_ALIGN
+from tilelang_tpu.codegen.layout import DTYPES, ELEMENT_BYTES, FLOAT_DTYPES, REDUCE_ALIGN
 
 if TYPE_CHECKING:
     from tilelang_tpu.codegen.context import EmitContext
 
 __all__ = ["emit_reduce"]
+
+#: Bytes of one execution unit of the TIU (64 on BM1690 and BM1684X): a row shorter than this is
+#: padded before pooling (see emit_reduce).
+_EU_BYTES = 64
 
 
 # Reduce kinds -> (quick_pooling mode, identity used to pad a row, negate around it, abs first)
@@ -118,6 +122,18 @@ def emit_reduce(em: EmitContext, call: Any) -> None:
         target = em.fresh("racc")
         tblk = em.dim4var(out_shape, "racc_block")
         em.emit(f"auto {target} = make_tensor<{DTYPES[st.dtype]}>({tblk}, {tblk});")
+    if not across_lanes and int(st.shape4[3]) * ELEMENT_BYTES[st.dtype] < _EU_BYTES:
+        # A row shorter than one execution unit: quick_pooling's own tail fill (at a W offset
+        # inside the first EU) kills the emulator for a 32-byte row (8 fp32 / 16 fp16 columns,
+        # ASSERT R_addr % EU bytes; measured, bug K1).  The row goes into a scratch tile filled
+        # with the identity first, so the pooling needs no fill.  (Two more instructions.)
+        padded = em.fresh("rpad")
+        whole = em.dim4var([*pooled_shape[:3], f"get_eu_num<{DTYPES[st.dtype]}>()"], "rpad_real")
+        whole_block = em.dim4var([*pooled_block[:3], f"get_eu_num<{DTYPES[st.dtype]}>()"], "rpad_block")
+        em.emit(f"auto {padded} = make_tensor<{DTYPES[st.dtype]}>({whole_block}, {whole});")
+        em.emit(f"tiu::fill({padded}, {ident});")
+        em.emit(f"tiu::move({padded}.sub_view({real}, {em.dim4var(['0', '0', '0', '0'], 'rpad_at')}), {source});")
+        source, real, blk = padded, whole, whole_block
     # PPL's row reduction: pads each row to whole EUs with the identity, then pools twice.
     em.emit(f"quick_pooling({target}, {source}, &{blk}, &{real}, {ident}, {mode}, 1.0f);")
     if negate:

@@ -26,13 +26,13 @@ __all__ = ["repeated"]
 
 
 def _divisor(e: Any, var: Any) -> int | None:
-    """``c`` where ``e`` contains ``var // c`` or ``var >> k`` (``c = 2**k``), else None."""
+    """``c`` where ``e`` contains ``var // c`` (or C's ``var / c``) or ``var >> k`` (``c = 2**k``), else None."""
     from tvm import tirx
 
     found: list[int] = []
 
     def visit(n: Any) -> None:
-        if isinstance(n, tirx.FloorDiv) and isinstance(n.a, tirx.Var) and n.a.same_as(var) and isinstance(n.b, tirx.IntImm):
+        if isinstance(n, (tirx.FloorDiv, tirx.Div)) and isinstance(n.a, tirx.Var) and n.a.same_as(var) and isinstance(n.b, tirx.IntImm):
             found.append(int(n.b.value))
         elif (
             isinstance(n, tirx.Call)
@@ -45,6 +45,15 @@ def _divisor(e: Any, var: Any) -> int | None:
 
     tirx.stmt_functor.post_order_visit(tirx.Evaluate(e), visit)
     return found[0] if len(set(found)) == 1 and found[0] > 1 else None
+
+
+def _spells_division(n: Any, var: Any) -> bool:
+    """Whether ``n`` is ``var >> k`` or C's ``var / c`` (equal to ``var // c``: loop variables are >= 0)."""
+    from tvm import tirx
+
+    if isinstance(n, tirx.Div):
+        return isinstance(n.a, tirx.Var) and bool(n.a.same_as(var))
+    return op_name(n) == "tirx.shift_right" and isinstance(n.args[0], tirx.Var) and bool(n.args[0].same_as(var))
 
 
 def repeated(ctx: ParallelDomain, name: str, tile: Tile, idx: list[Any]) -> Operand | None:
@@ -66,11 +75,11 @@ def repeated(ctx: ParallelDomain, name: str, tile: Tile, idx: list[Any]) -> Oper
     c = _divisor(idx[-1], j)
     if c is None:
         return None
-    last = tirx.stmt_functor.ir_transform(  # j >> k as j // 2**k (j >= 0), which the analyzer cancels
+    last = tirx.stmt_functor.ir_transform(  # j >> k and C's j / c as j // c (j >= 0), which the analyzer cancels
         tirx.Evaluate(idx[-1]),
         None,
-        lambda n: tirx.floordiv(n.args[0], c) if op_name(n) == "tirx.shift_right" and n.args[0].same_as(j) else None,
-        ["tirx.Call"],
+        lambda n: tirx.floordiv(j, c) if _spells_division(n, j) else None,
+        ["tirx.Call", "tirx.Div"],
     ).value
     b = em.analyzer.simplify(last - tirx.floordiv(j, c))
     if ctx.uses_loop_vars(b):
