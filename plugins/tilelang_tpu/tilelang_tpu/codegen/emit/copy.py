@@ -10,7 +10,7 @@ from tilelang_tpu.codegen.emit.copy_clip import clip_start
 from tilelang_tpu.codegen.emit.gather import copy_gathered_row, uses_loaded_index
 from tilelang_tpu.codegen.emit.slices import permuted_slice
 from tilelang_tpu.codegen.ir import is_const, local_dims, region, squeeze
-from tilelang_tpu.codegen.layout import DTYPES, WORD_PAIR_DTYPES, offset4, storage_dims, to4
+from tilelang_tpu.codegen.layout import DTYPES, LAYOUTS, WORD_PAIR_DTYPES, offset4, storage_dims, to4
 from tilelang_tpu.codegen.values import GlobalTensor, Tile
 
 if TYPE_CHECKING:
@@ -246,9 +246,33 @@ def copy_local(em: EmitContext, src: Any, src_min: list[Any], src_ext: list[Any]
             f"T.copy between tiles whose TPU layouts differ ({src.name}: {st.layout} {s4} vs {dst.name}: {dt.layout} {d4})",
             hint="copy between tiles of the same rank; an fp32 T.gemm tile copies to or from a 2-D tile of the same shape and dtype",
         )
+    if st.layout == "lanes" and not _same_lane(em, src_min, dst_min):
+        # The regions start on different lanes (x[k, :] of a tile into a 1-D tile, a row copied to
+        # another row): a TIU operation stays on its lanes, the local DMA moves across them.
+        if st.dtype == dt.dtype:
+            em.emit(f"dma::move({dview}, {sview});")
+            return
+        block = em.dim4var(d4, "lane_block")
+        moved = em.fresh("lane_moved")
+        em.emit(f"auto {moved} = make_tensor<{DTYPES[st.dtype]}>({block}, {block});")
+        em.emit(f"dma::move({moved}, {sview});")
+        sview = moved
+        if dt.dtype not in CONVERT_DTYPES or st.dtype not in CONVERT_DTYPES:
+            raise em.fail(f"T.copy converting {st.dtype} -> {dt.dtype}", hint=f"casts between {', '.join(CONVERT_DTYPES)} are supported")
+        converted = em.fresh("lane_cast")
+        em.emit(f"auto {converted} = make_tensor<{DTYPES[dt.dtype]}>({block}, {block});")
+        emit_convert(em, converted, moved, dt.dtype, st.dtype, temp_tiles(em, block, block))
+        em.emit(f"dma::move({dview}, {converted});")
+        return
     if st.dtype == dt.dtype:
         em.emit(f"tiu::move({dview}, {sview});")
     elif st.dtype in CONVERT_DTYPES and dt.dtype in CONVERT_DTYPES:
         emit_convert(em, dview, sview, dt.dtype, st.dtype, temp_tiles(em, d4, d4))
     else:
         raise em.fail(f"T.copy converting {st.dtype} -> {dt.dtype}", hint=f"casts between {', '.join(CONVERT_DTYPES)} are supported")
+
+
+def _same_lane(em: EmitContext, src_min: list[Any], dst_min: list[Any]) -> bool:
+    """Whether two regions of ``lanes`` tiles (of the same 4-D shape) start on the same lane."""
+    lane = [m[LAYOUTS["lanes"][len(m)].index(1)] if 1 in LAYOUTS["lanes"].get(len(m), ()) else 0 for m in (src_min, dst_min)]
+    return bool(em.analyzer.can_prove_equal(lane[0], lane[1])) if not all(isinstance(v, int) for v in lane) else lane[0] == lane[1]
