@@ -55,16 +55,16 @@ def expert_gemm(num_tokens, num_blocks, num_experts, d_in, d_out, block_token, b
         Y: T.Tensor((rows, d_out), dtype),
     ):
         with T.Kernel(num_blocks, T.ceildiv(d_out, block_n), threads=128) as (bx, by):
-            x_s = T.alloc_shared((block_token, d_in), dtype)
+            x_s = T.alloc_shared((block_token, block_k), dtype)
             w_s = T.alloc_shared((block_n, block_k), dtype)
             acc = T.alloc_fragment((block_token, block_n), "float32")
             expert = group_idx_for_bx[bx]
-            for i, j in T.Parallel(block_token, d_in):  # the block's token rows, gathered by id
-                x_s[i, j] = X[SortedTokens[bx * block_token + i], j]
             T.clear(acc)
             for k in T.Pipelined(T.ceildiv(d_in, block_k), num_stages=2):
+                for i, j in T.Parallel(block_token, block_k):  # the block's token rows, gathered by id
+                    x_s[i, j] = X[SortedTokens[bx * block_token + i], k * block_k + j]
                 T.copy(W[expert, by * block_n : (by + 1) * block_n, k * block_k : (k + 1) * block_k], w_s)
-                T.gemm(x_s[:, k * block_k : (k + 1) * block_k], w_s, acc, transpose_B=True)
+                T.gemm(x_s, w_s, acc, transpose_B=True)
             T.copy(acc, Y[bx * block_token, by * block_n])
 
     return grouped
