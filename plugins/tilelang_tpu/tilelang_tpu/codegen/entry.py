@@ -155,7 +155,7 @@ def _global_layouts(em: EmitContext, body: Any) -> set[tuple[Any, str]]:
         if isinstance(node, tirx.Call) and op_name(node) in ("tl.tileop.copy", "tl.tileop.atomicadd"):
             src, dst = region(node.args[0])[0], region(node.args[1])[0]
             for g, t in ((src, dst), (dst, src)):
-                if g.data in em.globals_ and em.plan.layouts.get(t.data, "lanes") != "lanes":
+                if g.data in em.globals_ and em.plan.layouts.get(t.data, "lanes") != "lanes" and len(g.shape) == len(t.shape):
                     out.add((g.data, em.plan.layouts[t.data]))
 
     tirx.stmt_functor.post_order_visit(body, visit)

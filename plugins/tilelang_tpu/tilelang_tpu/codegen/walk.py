@@ -205,6 +205,12 @@ def alloc(em: EmitContext, buf: Any) -> None:
         em.emit(f"{ctype} {name} = 0;")
         em.scalars[buf.data] = name
         return
+    if scope == "global":
+        raise em.fail(
+            f"T.alloc_global workspace {buf.name} (a tensor shared by the T.Kernel blocks of one prim_func)",
+            hint="the tpu target compiles one T.Kernel per prim_func: pass the workspace as a tensor parameter and write "
+            "one prim_func per T.Kernel, called in turn (examples/tpu/flash_decoding.py does this for split-KV decoding)",
+        )
     if scope not in LOCAL_SCOPES:
         raise em.fail(f"buffer scope {scope!r} of {buf.name}", hint=f"supported: {', '.join(LOCAL_SCOPES)} and local.var")
     if dtype not in DTYPES and dtype not in WORD_PAIR_DTYPES:

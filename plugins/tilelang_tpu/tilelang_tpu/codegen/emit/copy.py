@@ -60,7 +60,7 @@ def copy_regions(
         raise em.fail(f"T.copy to or from {lbuf.name}, which is not a local tile (scope {lbuf.scope()})")
     if squeeze(gext) != squeeze(lext):
         raise em.fail(f"T.copy between regions of different extents ({gbuf.name}: {list(gext)} vs {lbuf.name}: {list(lext)})")
-    if tile.layout != "lanes" and len(g.dims) != len(tile.shape):
+    if tile.layout not in ("lanes", "row") and len(g.dims) != len(tile.shape):
         raise em.fail(f"T.copy between {gbuf.name} (rank {len(g.dims)}) and matrix operand {lbuf.name} (rank {len(tile.shape)})")
     from tvm import tirx
 
@@ -75,7 +75,9 @@ def copy_regions(
     for i, (m, e) in enumerate(zip(gmin, gext, strict=True)):
         static = isinstance(g.dims[i], int)
         dim = tirx.const(g.dims[i], m.dtype) if static else g.extent(i)
-        if static and is_const(e) and int(e) > g.dims[i]:
+        # Larger than a size-1 dimension: the [M, 1]-tensor-into-[rows]-tile slip, refused; a region
+        # larger than another dimension is clipped like any other (GQA's block_H rows of 8 heads).
+        if static and is_const(e) and int(e) > g.dims[i] == 1:
             raise em.fail(
                 f"T.copy region of extent {int(e)} along dimension {i} of {gbuf.name}, whose size is {g.dims[i]}",
                 hint="check the slice: a region cannot be larger than the tensor (for a [M, 1] tensor copy into/from a [rows, 1] tile)",
@@ -104,7 +106,7 @@ def copy_regions(
     wide = len(g.dims) > 4  # no 4-D view of its own: always a strided view (codegen.emit.slices)
     g4 = [] if wide else to4(real, tile.layout if len(g.dims) == len(tile.shape) else "lanes")
     l4 = to4(lreal, tile.layout)
-    if (wide or g4 != l4) and tile.layout == "lanes" and len(g.dims) >= 3 and len(g.dims) > len(tile.shape):
+    if (wide or g4 != l4) and (tile.layout == "lanes" or len(tile.shape) == 1) and len(g.dims) >= 3 and len(g.dims) > len(tile.shape):
         # A slice of a 3-D/4-D tensor along other axes than the tile's (Q[b, h, s0:s0 + 64, :], bhsd).
         if skips:
             raise em.fail(

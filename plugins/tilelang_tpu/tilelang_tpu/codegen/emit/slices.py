@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tilelang_tpu.codegen.emit.gather import MAX_W_STRIDE_BYTES
 from tilelang_tpu.codegen.ir import is_const
-from tilelang_tpu.codegen.layout import LAYOUTS
+from tilelang_tpu.codegen.layout import ELEMENT_BYTES, LAYOUTS
 from tilelang_tpu.codegen.values import GlobalTensor, Tile
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ def permuted_slice(
         for pos in range(4):
             if place[pos] is None:
                 place[pos] = next(rest, None)
-    if place[_W] not in (None, rank - 1):
+    if place[_W] not in (None, rank - 1) and not _short_w_stride(g, place[_W], lext):
         raise em.fail(
             f"T.copy whose tile {list(tile.shape)} takes its columns from axis {place[_W]} of a rank-{rank} tensor "
             f"(the tensor's contiguous axis is {rank - 1})",
@@ -83,3 +84,15 @@ def permuted_slice(
     shape = em.dim4var(extents, "shp")
     goff = em.dim4var(goff_, "goff")
     return f"{gname}.view({vshape}, {vstride}).sub_view({shape}, {goff})", shape, extents
+
+
+def _short_w_stride(g: GlobalTensor, axis: int | None, lext: list[Any]) -> bool:
+    """Whether a 1-D tile may take its elements from ``axis`` of a static tensor with a stride the
+    DMA engine walks along ``W``: at most ``MAX_W_STRIDE_BYTES`` (a per-KV-head mask
+    ``mask[b, s0:s0 + n, h]`` into a per-column vector, upstream's GQA decoding)."""
+    if axis is None or len(lext) != 1 or not g.is_static:
+        return False
+    stride = 1
+    for d in g.shape[axis + 1 :]:
+        stride *= d
+    return stride * ELEMENT_BYTES[g.dtype] <= MAX_W_STRIDE_BYTES
