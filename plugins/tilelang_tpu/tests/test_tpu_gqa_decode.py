@@ -1,5 +1,6 @@
 """GQA decoding (bshd K and V) as upstream's ``examples/flash_decoding`` writes them,
-on the BM1690 emulator against torch (issue 18: "rank 3 tiles have no PPL row layout"): the query heads of one KV head as one ``[block_H, dim]`` block of
+on the BM1690 emulator against torch (issue 18: "rank 3 tiles have no PPL row layout", fp32
+attention on rank-4 bshd operands): the query heads of one KV head as one ``[block_H, dim]`` block of
 a ``[batch, heads, dim]`` tensor (``block_H`` may exceed the heads: the rows past them are
 clipped), K and V sliced per KV head from ``[batch, seq, groups, dim]``, the per-key mask a
 ``[block_N]`` vector sliced from ``[batch, seq, groups]`` (a strided column), fp16 and fp32.
@@ -97,6 +98,7 @@ def _reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Te
         (1, 8, 2, 256, 64, 32, 64, "float16"),  # upstream's block_H = 64 over 4 heads per KV head
         (2, 4, 4, 100, 32, 64, 1, "float16"),  # one head per block, a sequence the blocks do not divide
         (1, 16, 2, 200, 64, 64, 8, "bfloat16"),
+        (1, 8, 2, 128, 64, 64, 4, "float32"),  # fp32: the scores and output, also reduced, on the lanes
     ],
 )
 def test_gqa_decode_as_upstream_writes_it(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from tilelang_tpu.codegen.context import EmitContext
+from tilelang_tpu.codegen.context import NOT_PIPELINED, EmitContext
 from tilelang_tpu.codegen.emit.elements import (
     ELEMENT_ATOMICS,
     element_tiles,
@@ -470,5 +470,5 @@ def _unpipeline_per_element(em: EmitContext, body_start: int, prologue: int) -> 
     form decide that only while they are emitted)."""
     start = body_start + em.prologue - prologue  # hoisted lines went in before the loop
     pipelined = start > 0 and em.lines[start - 1].strip() == "ppl::enable_pipeline();"
-    if pipelined and any("ppl::tpu_poll();" in line for line in em.lines[start:]):
+    if pipelined and any("ppl::tpu_poll();" in line or NOT_PIPELINED in line for line in em.lines[start:]):
         del em.lines[start - 1]
