@@ -61,7 +61,10 @@ def copy_regions(
     if squeeze(gext) != squeeze(lext):
         raise em.fail(f"T.copy between regions of different extents ({gbuf.name}: {list(gext)} vs {lbuf.name}: {list(lext)})")
     if tile.layout not in ("lanes", "row") and len(g.dims) != len(tile.shape):
-        raise em.fail(f"T.copy between {gbuf.name} (rank {len(g.dims)}) and matrix operand {lbuf.name} (rank {len(tile.shape)})")
+        raise em.fail(
+            f"T.copy between {gbuf.name} (rank {len(g.dims)}) and matrix operand {lbuf.name} (rank {len(tile.shape)})",
+            hint="copy the slice into a 2-D tile of the tensor's rank-2 shape, or T.copy it into another tile first",
+        )
     from tvm import tirx
 
     # Extents of the global side clipped at the tensor edge (TileLang's rule for tiles
