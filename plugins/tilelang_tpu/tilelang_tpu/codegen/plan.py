@@ -97,7 +97,7 @@ def _keep_shared_operands_on_lanes(plan: KernelPlan, body: Any) -> None:
 def _is_tile(data: Any) -> bool:
     """Whether the buffer variable ``data`` is a local tile (not a kernel parameter)."""
     scope = str(getattr(data.type_annotation, "storage_scope", ""))
-    return scope not in ("", "global")
+    return scope not in ("", "global", "local.var")
 
 
 def overwriting_gemm(first: Any, second: Any) -> Any:
