@@ -13,7 +13,10 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "tpu"
 
 
 @pytest.mark.usefixtures("toolchain")
-@pytest.mark.parametrize("name", ["reduce_max", "reduce_sum", "matmul", "flash_attention", "rope"])
+@pytest.mark.parametrize(
+    "name",
+    ["reduce_max", "reduce_sum", "matmul", "flash_attention", "rope", "w8a16_mlp", "dequant_gemm_int4", "moe_routing", "flash_decoding"],
+)
 def test_example_runs_and_matches_torch(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     script = EXAMPLES / f"{name}.py"
     if not script.is_file():

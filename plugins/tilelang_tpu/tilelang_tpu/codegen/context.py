@@ -20,7 +20,11 @@ from tilelang_tpu.codegen.plan import GridSplit, KernelPlan
 from tilelang_tpu.codegen.scalar import ScalarPrinter, Unsupported
 from tilelang_tpu.codegen.values import CodegenError, GlobalTensor, Namer, Tile
 
-__all__ = ["EmitContext"]
+__all__ = ["NOT_PIPELINED", "EmitContext"]
+
+#: A comment a construct prints inside a loop body that ppl-compile must not software-pipeline
+#: (the loop's ``ppl::enable_pipeline()`` is then dropped: ``walk._unpipeline_per_element``).
+NOT_PIPELINED = "// not pipelined: "
 
 
 @dataclass

@@ -123,8 +123,6 @@ def params(em: EmitContext) -> list[tuple[str, str]]:
         if not slot.used:
             continue
         dims = tuple(int(d) if isinstance(d, tirx.IntImm) else d for d in buf.shape)
-        if len(dims) > 4:
-            raise em.fail(f"tensor {buf.name} has rank {len(dims)}; ranks 1 to 4 are supported", em.func)
         check_contiguous(em, buf)
         gname = em.fresh("g_" + str(buf.name))
         em.globals_[buf.data] = GlobalTensor(gname, dtype, dims, str(buf.name))
@@ -141,6 +139,8 @@ def declare_globals(em: EmitContext) -> None:
                 continue
             name = g.name if layout == "lanes" else em.fresh(f"{g.name}_{layout}")
             extents = [em.expr(g.extent(i)) for i in range(len(g.dims))]
+            if len(extents) > 4:  # rank 5+: one flat W axis, read through strided views (codegen.emit.slices)
+                extents = ["1", "1", "1", " * ".join(f"({e})" for e in extents)]
             shape = em.dim4var(storage_dims(to4(extents, layout), g.dtype), name + "_shape")
             em.emit(f"auto {name} = gtensor<{storage_type(g.dtype)}>({shape}, GLOBAL, {em.ids.of_var[var]});")
             em.global_views[(var, layout)] = name
@@ -155,7 +155,7 @@ def _global_layouts(em: EmitContext, body: Any) -> set[tuple[Any, str]]:
         if isinstance(node, tirx.Call) and op_name(node) in ("tl.tileop.copy", "tl.tileop.atomicadd"):
             src, dst = region(node.args[0])[0], region(node.args[1])[0]
             for g, t in ((src, dst), (dst, src)):
-                if g.data in em.globals_ and em.plan.layouts.get(t.data, "lanes") != "lanes":
+                if g.data in em.globals_ and em.plan.layouts.get(t.data, "lanes") != "lanes" and len(g.shape) == len(t.shape):
                     out.add((g.data, em.plan.layouts[t.data]))
 
     tirx.stmt_functor.post_order_visit(body, visit)

@@ -60,8 +60,22 @@ PARALLEL_ROWS: tuple[Construct, ...] = (
         "a loop variable used as a value (`j`, `bx * BM + i`)",
         "`tiu::add/sub/mul/max/min` without saturation (two's-complement wrap-around, as C and the `c` target), "
         "`tiu::bitwise_and/or/xor`, `tiu::shift` rounding down (arithmetic `>>`); a loop variable is the exact index tile "
-        "cast to int32. Other integer types are refused by name: compute in int32 (`T.cast(x, 'int32')`)",
+        "cast to int32. int64 and uint32 arithmetic is refused by name: compute in int32 (`T.cast(x, 'int32')`)",
         "codegen/emit/integers",
+    ),
+    Construct(
+        "int8, uint8, int16 and uint16 arithmetic in `T.Parallel`, `T.reinterpret` between integers of one width "
+        "(upstream's int4 unpacking: `T.reinterpret('int8', ((b[i, j // 2] >> s) & 0xF) << 4) >> 4`)",
+        "as C and the `c` target compute it: operands promoted to int32, the int32 instructions above, the value "
+        "truncated (masked, sign-extended) only where it is stored, cast, bound to a variable or reinterpreted. "
+        "Performance: each narrow operand adds a widening cast, each truncation about four instructions",
+        "codegen/emit/integers",
+    ),
+    Construct(
+        "repeating reads `x[i, j // c + b]`, `x[i, j >> k]` (two int4 values per byte, a per-group scale `s[i, j // group]`)",
+        "the `ceil(W / c)` source columns moved into a tile, read through a view `[.., ceil(W / c), c]` with `H` stride 1 "
+        "and `W` stride 0 by one `tiu::move`, then seen as the domain's rows: three instructions per read",
+        "codegen/emit/repeat",
     ),
     Construct(
         "`x // c`, `x % c` (floor, TileLang's `//` and `%`) and `T.truncdiv`/`T.truncmod` of int32 by a positive constant "

@@ -51,7 +51,53 @@ def plan_kernel(body: Any) -> KernelPlan:
     if kept:
         plan.reduce_sources.clear()
         _collect_uses(plan, body)
+    _keep_shared_operands_on_lanes(plan, body)
     return plan
+
+
+def _keep_shared_operands_on_lanes(plan: KernelPlan, body: Any) -> None:
+    """fp32 ``T.gemm`` operands that are also reduced, or computed in a ``T.Parallel`` together
+    with ordinary (lanes) tiles -- flash attention's scores and output in fp32 -- or copied from
+    a slice of a tensor of another rank (a bshd head), stay in the
+    lanes layout; ``codegen.emit.gemm`` moves them into ``rows_n`` scratch tiles around each
+    ``tiu::fmm`` (one ``dma::transpose_nc`` per operand, two for an accumulator)."""
+    from tvm import tirx
+
+    rows_n = {data for data, layout in plan.layouts.items() if layout == "rows_n"}
+    demoted = {data for data in rows_n if data in plan.reduce_sources}
+    groups: list[set[Any]] = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tirx.Call) and op_name(node) == "tl.tileop.copy":
+            src, dst = region(node.args[0])[0], region(node.args[1])[0]
+            for tile, other in ((src, dst), (dst, src)):
+                if tile.data in rows_n and not _is_tile(other.data) and len(other.shape) != len(tile.shape):
+                    demoted.add(tile.data)  # a slice of a rank-3/4 tensor (bshd): the lanes layout's strided view
+        if isinstance(node, tirx.For) and node.kind == tirx.ForKind.PARALLEL:
+            found: set[Any] = set()
+            tirx.stmt_functor.post_order_visit(
+                node, lambda n: found.add(n.buffer.data) if isinstance(n, (tirx.BufferLoad, tirx.BufferStore)) else None
+            )
+            groups.append(found)
+
+    tirx.stmt_functor.post_order_visit(body, visit)
+    changed = True
+    while changed:
+        changed = False
+        for group in groups:
+            operands = {d for d in group if d in rows_n and d not in demoted}
+            others = {d for d in group if _is_tile(d) and (d not in rows_n or d in demoted)}
+            if operands and others:
+                demoted |= operands
+                changed = True
+    for data in demoted:
+        del plan.layouts[data]
+
+
+def _is_tile(data: Any) -> bool:
+    """Whether the buffer variable ``data`` is a local tile (not a kernel parameter)."""
+    scope = str(getattr(data.type_annotation, "storage_scope", ""))
+    return scope not in ("", "global", "local.var")
 
 
 def overwriting_gemm(first: Any, second: Any) -> Any:

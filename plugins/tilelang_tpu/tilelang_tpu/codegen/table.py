@@ -147,6 +147,30 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "codegen/emit/slices",
     ),
     Construct(
+        "`T.copy` of a slice of a rank-5 (or higher) tensor (flash decoding's `Partial[b, rows, h, split, :]`), or of a "
+        "rank-3/4 tensor into a 1-D tile (`Lse[b, h, split, rows]`, GQA's per-key mask `mask[b, keys, h]`)",
+        "the same permuted view; the axes the slice does not span are folded into one axis of stride 1 whose offset is "
+        "their linear offset. A 1-D per-column vector may take its elements from a non-contiguous axis when the stride "
+        "is at most 128 bytes (the DMA's `W` stride limit)",
+        "codegen/emit/slices",
+    ),
+    Construct(
+        "`T.copy` whose start is read from a tensor (`T.copy(X[BlockRow[by], 0], x_s)`, "
+        "`T.copy(W[group_idx_for_bx[bx], n0:n1, k0:k1], w_s)`: a grouped GEMM by expert id), or a region larger than a "
+        "tensor dimension (GQA's `block_H` rows of fewer heads)",
+        "clipped at both ends at run time, as TileLang's copy predicates do: `lo = max(start, 0)`, the tile side starts "
+        "`lo - start` later, `min(extent - skip, size - lo)` elements move (nothing when not positive); loads zero-fill "
+        "the rest. Only a region larger than a size-1 dimension (the `[M, 1]` tensor into a `[rows]` tile slip) is refused",
+        "codegen/emit/copy_clip",
+    ),
+    Construct(
+        "`T.alloc_global` workspaces and several `T.Kernel` blocks in one `prim_func` (upstream's one-function flash decoding)",
+        "refused by name: the tpu target compiles one `T.Kernel` per `prim_func`; pass the workspace as a tensor parameter "
+        "and write one `prim_func` per `T.Kernel`, called in turn (`examples/tpu/flash_decoding.py`)",
+        "codegen/walk",
+        REFUSED,
+    ),
+    Construct(
         "a slice whose tile columns do not run along the tensor's last axis (`X[b, rows, 0:4, 0]` into a `[rows, 4]` tile)",
         "refused by name: the DMA's `W` must be the tensor's contiguous axis; copy slices whose last extent is the last axis",
         "codegen/emit/slices",
@@ -156,6 +180,13 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "`T.copy` tile → tile",
         "`tiu::move`, or `tiu::cast` across dtypes (overflow gives ±inf, as in IEEE: `codegen/emit/cast.py`). The staging copy that `T.reduce_*` inserts for shared inputs is "
         "removed: the reduction reads the original tile",
+        "codegen/emit/copy",
+    ),
+    Construct(
+        "`T.copy` between tiles whose regions start on different lanes (`T.copy(x[k, :], v)` of a 1-row tile, a row "
+        "copied to another row), or of a tile row to or from a 1-D tile (`T.copy(lse[k, :], lse_split)`)",
+        "the local DMA: `dma::move` across lanes (a TIU instruction stays on its lanes), `dma::transpose_cw` for a row "
+        "↔ 1-D tile (the elements of one lane spread over the lanes)",
         "codegen/emit/copy",
     ),
     Construct(
@@ -274,6 +305,14 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "fp32 `T.gemm` with `transpose_A`, `transpose_B` or both",
         "the transposed operand keeps the lanes layout; before `tiu::fmm` it is moved into a `rows_n` scratch tile of its "
         "transpose by `dma::transpose_cw` (lanes ↔ W) and `dma::transpose_nc` (lanes → N)",
+        "codegen/emit/gemm",
+    ),
+    Construct(
+        "fp32 `T.gemm` whose operand is also reduced, computed in a `T.Parallel` with ordinary tiles, or copied from a "
+        "slice of a tensor of another rank (fp32 flash attention: the scores and the output)",
+        "the operand keeps the lanes layout (`codegen/plan.py`); around each `tiu::fmm` it goes through a `rows_n` scratch "
+        "tile by `dma::transpose_nc` (an accumulator in and out). The loop holding it is not software-pipelined "
+        "(ppl-compile 1.30.2 segfaults on it)",
         "codegen/emit/gemm",
     ),
     # ------------------------------------------------------------------ atomic add

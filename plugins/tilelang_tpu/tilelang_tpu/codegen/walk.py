@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from tilelang_tpu.codegen.context import EmitContext
+from tilelang_tpu.codegen.context import NOT_PIPELINED, EmitContext
 from tilelang_tpu.codegen.emit.elements import (
     ELEMENT_ATOMICS,
     element_tiles,
@@ -211,6 +211,12 @@ def alloc(em: EmitContext, buf: Any) -> None:
         em.emit(f"{ctype} {name} = 0;")
         em.scalars[buf.data] = name
         return
+    if scope == "global":
+        raise em.fail(
+            f"T.alloc_global workspace {buf.name} (a tensor shared by the T.Kernel blocks of one prim_func)",
+            hint="the tpu target compiles one T.Kernel per prim_func: pass the workspace as a tensor parameter and write "
+            "one prim_func per T.Kernel, called in turn (examples/tpu/flash_decoding.py does this for split-KV decoding)",
+        )
     if scope not in LOCAL_SCOPES:
         raise em.fail(f"buffer scope {scope!r} of {buf.name}", hint=f"supported: {', '.join(LOCAL_SCOPES)} and local.var")
     if dtype not in DTYPES and dtype not in WORD_PAIR_DTYPES:
@@ -473,5 +479,5 @@ def _unpipeline_per_element(em: EmitContext, body_start: int, prologue: int) -> 
     form decide that only while they are emitted)."""
     start = body_start + em.prologue - prologue  # hoisted lines went in before the loop
     pipelined = start > 0 and em.lines[start - 1].strip() == "ppl::enable_pipeline();"
-    if pipelined and any("ppl::tpu_poll();" in line for line in em.lines[start:]):
+    if pipelined and any("ppl::tpu_poll();" in line or NOT_PIPELINED in line for line in em.lines[start:]):
         del em.lines[start - 1]

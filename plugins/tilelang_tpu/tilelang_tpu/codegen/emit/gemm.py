@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tilelang_tpu.codegen.context import NOT_PIPELINED
 from tilelang_tpu.codegen.emit.transpose import emit_lane_transpose
 from tilelang_tpu.codegen.ir import region
 from tilelang_tpu.codegen.layout import DTYPES, FLOAT_DTYPES
@@ -56,11 +57,18 @@ def emit_gemm(em: EmitContext, call: Any) -> None:
         # fp32 runs on the mm v1 unit (tiu::fmm); its operands use the rows_n layout
         # (rows on N, a whole row in one lane), chosen for these tiles up front.  A
         # transposed operand is first transposed into a rows_n scratch tile.
-        if ct.layout != "rows_n":
+        # Operands the plan kept on the lanes (also reduced or computed with lanes tiles:
+        # codegen.plan) go through rows_n scratch tiles.
+        if "lanes" in (ct.layout, at.layout if not trans_a else "", bt.layout if not trans_b else ""):
+            em.emit(f"{NOT_PIPELINED}fp32 T.gemm operands staged through rows_n (ppl-compile 1.30.2 crashes pipelining it)")
+        c_name = _rows_n_scratch(em, ct, accumulate != "false") if ct.layout == "lanes" else ct.name
+        if ct.layout not in ("lanes", "rows_n"):
             raise em.fail(f"fp32 T.gemm into {ct.name}, which is not in the fp32 matmul layout")
-        a_name = _rows_n_transposed(em, at) if trans_a else at.name
-        b_name = _rows_n_transposed(em, bt) if trans_b else bt.name
-        em.emit(f"tiu::fmm({ct.name}, {a_name}, {b_name}, {accumulate});")
+        a_name = _rows_n_transposed(em, at) if trans_a else _rows_n_scratch(em, at, True) if at.layout == "lanes" else at.name
+        b_name = _rows_n_transposed(em, bt) if trans_b else _rows_n_scratch(em, bt, True) if bt.layout == "lanes" else bt.name
+        em.emit(f"tiu::fmm({c_name}, {a_name}, {b_name}, {accumulate});")
+        if c_name != ct.name:
+            em.emit(f"dma::transpose_nc({ct.name}, {c_name});")
         return
     a_name = at.name
     if trans_a:
@@ -70,6 +78,20 @@ def emit_gemm(em: EmitContext, call: Any) -> None:
         a_name = emit_lane_transpose(em, at.name, DTYPES[at.dtype], int(k), int(m), shape, shape)
     form = "nt" if trans_b else "nn"
     em.emit(f"tiu::fmm2_{form}({ct.name}, {a_name}, {bt.name}, {accumulate});")
+
+
+def _rows_n_scratch(em: EmitContext, tile: Tile, load: bool) -> str:
+    """A rows_n scratch tile (``[r, 1, 1, c]``) for the lanes tile ``tile`` (``[r, c]``), holding
+    its values when ``load`` (one ``dma::transpose_nc``: the lanes onto N); returns its name."""
+    if tile.layout != "lanes" or len(tile.shape) != 2:
+        raise em.fail(f"fp32 T.gemm operand {tile.name} in the {tile.layout} layout", hint="T.gemm takes 2-D tiles")
+    rows, cols = (str(d) for d in tile.shape)
+    block = em.dim4var([rows, "1", "1", cols], "mmn")
+    out = em.fresh(f"{tile.name}_mmn")
+    em.emit(f"auto {out} = make_tensor<{DTYPES[tile.dtype]}>({block}, {block});")
+    if load:
+        em.emit(f"dma::transpose_nc({out}, {tile.name});")
+    return out
 
 
 def _rows_n_transposed(em: EmitContext, tile: Tile) -> str:

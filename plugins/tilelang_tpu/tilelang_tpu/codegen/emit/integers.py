@@ -18,7 +18,14 @@ PPL's integer TIU instructions do the same when asked for no saturation:
 * casts between every pair of fp32/fp16/bf16/int32/int16/int8/uint16/uint8 by C's rules
   (:func:`~tilelang_tpu.codegen.emit.cast.emit_convert`).
 
-Other integer dtypes are computed in int32: ``T.cast`` them first (the refusal says so).
+int8, uint8, int16 and uint16 arithmetic (upstream's int4 unpacking: ``(b >> s) & 0xF`` on a
+uint8 tile, ``T.reinterpret("int8", x << 4) >> 4``) is computed as C (and TileLang's ``c``
+target) computes it: the operands promoted to int32, the operations in int32, the value
+truncated to the narrow type only where it is stored, cast or bound to a variable
+(:func:`~tilelang_tpu.codegen.emit.cast.emit_convert`).  ``T.reinterpret`` between integer
+types of one width is that truncation.  (Performance: each narrow operation adds its widening
+and wrapping casts, about four TIU instructions.)  Other integer dtypes (int64, uint32) are
+refused by name: ``T.cast`` them to int32 first.
 """
 
 from __future__ import annotations
@@ -36,12 +43,18 @@ __all__ = ["INT_DTYPES", "emit_integer", "integer_op", "loop_index"]
 #: Integer dtypes the element-wise integer instructions compute in.
 INT_DTYPES = ("int32",)
 
+#: Integer dtypes computed in int32 and wrapped back (C's integer promotion).
+NARROW_DTYPES = ("int8", "uint8", "int16", "uint16")
+
+#: Bits of the integer dtypes ``T.reinterpret`` converts between.
+_WIDTH = {"int8": 8, "uint8": 8, "int16": 16, "uint16": 16, "int32": 32}
+
 
 _ARITH = {"Add": "add", "Sub": "sub", "Mul": "mul", "Max": "max", "Min": "min"}
 _BITWISE = {"tirx.bitwise_and": "bitwise_and", "tirx.bitwise_or": "bitwise_or", "tirx.bitwise_xor": "bitwise_xor"}
 _SHIFTS = {"tirx.shift_left": 1, "tirx.shift_right": -1}
 _DIVISIONS = {"FloorDiv": ("floor", "div"), "FloorMod": ("floor", "mod"), "Div": ("trunc", "div"), "Mod": ("trunc", "mod")}
-_INTEGER_CALLS = (*_BITWISE, *_SHIFTS, "tirx.bitwise_not")
+_INTEGER_CALLS = (*_BITWISE, *_SHIFTS, "tirx.bitwise_not", "tirx.reinterpret")
 
 
 def integer_op(e: Any) -> bool:
@@ -50,6 +63,8 @@ def integer_op(e: Any) -> bool:
 
     if "int" not in str(e.dtype) or str(e.dtype) == "bool":
         return False
+    if isinstance(e, tirx.Call) and op_name(e) == "tirx.reinterpret":
+        return _WIDTH.get(str(e.dtype)) is not None and _WIDTH.get(str(e.dtype)) == _WIDTH.get(str(e.args[0].dtype))
     if type(e).__name__ in _ARITH or type(e).__name__ in _DIVISIONS:
         return True
     return isinstance(e, tirx.Call) and op_name(e) in _INTEGER_CALLS
@@ -75,8 +90,26 @@ def emit_integer(ctx: ParallelDomain, e: Any, dst: str | None) -> Operand | None
     from tvm import tirx
 
     dtype = str(e.dtype)
+    reinterpret = isinstance(e, tirx.Call) and op_name(e) == "tirx.reinterpret"
+    if dtype in NARROW_DTYPES or (reinterpret and dtype in _WIDTH):
+        # C promotes narrow integers to int and truncates only where a value is stored, cast or
+        # reinterpreted (what TileLang's c target does): the operation in int32, unwrapped.
+        wide = _emit_as(ctx, e, None, "int32")
+        assert wide is not None
+        if not reinterpret and (dst is None or ctx.dst_tile.dtype != dtype):
+            return wide
+        out = ctx.output(dtype, dst)  # stored, or reinterpreted: wrapped to the narrow type
+        emit_convert(ctx.em, out, wide.text, dtype, "int32", ctx.temp)
+        return None if out == dst else Operand(out, dtype, True)
     if dtype not in INT_DTYPES:
         raise ctx.fail(f"{dtype} arithmetic in a T.Parallel body", "compute integers in int32: T.cast(x, 'int32') first, then cast back")
+    return _emit_as(ctx, e, dst, dtype)
+
+
+def _emit_as(ctx: ParallelDomain, e: Any, dst: str | None, dtype: str) -> Operand | None:
+    """``e`` computed with int32 instructions (``dtype`` is int32) into ``dst`` or a new tile."""
+    from tvm import tirx
+
     kind = type(e).__name__
     if kind in _ARITH:
         return _binary(ctx, _ARITH[kind], e.a, e.b, dtype, dst)
@@ -87,6 +120,12 @@ def emit_integer(ctx: ParallelDomain, e: Any, dst: str | None) -> Operand | None
         return _binary(ctx, _BITWISE[op], e.args[0], e.args[1], dtype, dst)
     if op == "tirx.bitwise_not":
         return _binary(ctx, "bitwise_xor", e.args[0], tirx.IntImm(dtype, -1), dtype, dst)
+    if op == "tirx.reinterpret":  # same width (integer_op): the value as int32, wrapped by the caller
+        value = _operand(ctx, e.args[0], dtype)
+        if not value.is_tile or dst is None:
+            return value
+        ctx.em.emit(f"tiu::move({dst}, {value.text});")
+        return None
     return _shift(ctx, e.args[0], e.args[1], _SHIFTS[op], dtype, dst)
 
 

@@ -10,6 +10,7 @@ from tilelang_tpu.codegen.emit.cast import CONVERT_DTYPES, emit_convert, is_plai
 from tilelang_tpu.codegen.emit.domain import ParallelDomain
 from tilelang_tpu.codegen.emit.integers import emit_integer, integer_op, loop_index
 from tilelang_tpu.codegen.emit.ops import UNARY_EXTERN, UNARY_OPS, WRAPPERS, constant_scale
+from tilelang_tpu.codegen.emit.repeat import repeated
 from tilelang_tpu.codegen.emit.select import emit_select
 from tilelang_tpu.codegen.ir import as_float, op_name, same_index
 from tilelang_tpu.codegen.layout import DTYPES, FLOAT_DTYPES, broadcast_strides, offset4
@@ -260,6 +261,9 @@ class ParallelBody(ParallelDomain):
         shifted = self.shifted(e.buffer.name, tile, idx)
         if shifted is not None:
             return shifted
+        spread = repeated(self, e.buffer.name, tile, idx)
+        if spread is not None:
+            return spread
         raise self.fail(
             f"tile read {e.buffer.name}[{', '.join(map(str, idx))}] "
             + (f"in a T.Parallel over ({', '.join(v.name for v in self.loop_vars)})" if self.loop_vars else "in a scalar store"),

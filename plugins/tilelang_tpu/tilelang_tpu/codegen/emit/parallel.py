@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tilelang_tpu.codegen.emit.branches import branch_stores
-from tilelang_tpu.codegen.emit.cast import emit_cast, emit_convert
+from tilelang_tpu.codegen.emit.cast import emit_convert
 from tilelang_tpu.codegen.emit.gather import emit_global_read, reads_global
 from tilelang_tpu.codegen.emit.operands import ParallelBody
 from tilelang_tpu.codegen.emit.staging import stage_global_reads
@@ -90,9 +90,9 @@ def _stores(em: EmitContext, body: Any, loop: Any) -> list[tuple[Any, bool]]:
                 hint="bind the temporary after the store, or store into another tile",
             )
         if isinstance(stmt, bind_stmt):
-            values[stmt.var] = tirx.stmt_functor.substitute(stmt.value, values)
+            values[stmt.var] = _bound(tirx.stmt_functor.substitute(stmt.value, values), stmt.var)
         elif isinstance(stmt, let_stmt):
-            values[stmt.var] = tirx.stmt_functor.substitute(stmt.value, values)
+            values[stmt.var] = _bound(tirx.stmt_functor.substitute(stmt.value, values), stmt.var)
             pending.insert(0, stmt.body)
         elif isinstance(stmt, tirx.BufferStore):
             out.append((tirx.stmt_functor.substitute(stmt, values) if values else stmt, False))
@@ -185,8 +185,8 @@ def elementwise(em: EmitContext, store: Any, loop_vars: list[Any], extents: list
     result = ctx.compute(store.value, dst)
     if result is not None:
         if result.is_tile:
-            if result.dtype != tile.dtype:
-                emit_cast(em, dst, result.text, tile.dtype, result.dtype, ctx.temp)
+            if result.dtype != tile.dtype:  # a float cast, or a promoted narrow integer truncated
+                emit_convert(em, dst, result.text, tile.dtype, result.dtype, ctx.temp)
             else:
                 em.emit(f"tiu::move({dst}, {result.text});")
         else:
@@ -244,7 +244,7 @@ def _global_store(em: EmitContext, store: Any, loop_vars: list[Any], extents: li
     result = ctx.compute(store.value, name)
     if result is not None:
         if result.is_tile and result.dtype != g.dtype:
-            emit_cast(em, name, result.text, g.dtype, result.dtype, ctx.temp)
+            emit_convert(em, name, result.text, g.dtype, result.dtype, ctx.temp)
         else:
             em.emit(f"tiu::{'move' if result.is_tile else 'fill'}({name}, {result.text});")
     real = []
@@ -281,6 +281,16 @@ def _global_store(em: EmitContext, store: Any, loop_vars: list[Any], extents: li
     em.emit(
         f"{guard}dma::store({em.global_view(store.buffer.data, 'lanes')}.sub_view({gshape}, {goff}), {name}.sub_view({lshape}, {zero}));"
     )
+
+
+def _bound(value: Any, var: Any) -> Any:
+    """The value a temporary holds: a narrow integer (``i4: T.uint8 = ...``) is truncated to its
+    type where C binds it, so substituting it keeps that truncation as a cast."""
+    from tvm import tirx
+
+    if str(var.dtype) in ("int8", "uint8", "int16", "uint16"):
+        return tirx.Cast(str(var.dtype), value)
+    return value
 
 
 def _reads(e: Any, data: Any) -> bool:
