@@ -24,7 +24,8 @@ the overflow fix leaves it alone).  The facts, from TIR semantics alone:
   (with a relative slack of 2^-10 for PPL's approximation); ``+ - * /`` by interval arithmetic;
 * the row-max order: ``T.reduce_max(a, m, dim=d)`` (``clear`` either way: with ``clear=False``
   ``m`` only grows) leaves ``m[I without d] >= a[I]`` for every non-NaN element, until ``a``
-  or ``m`` is written again; so ``f(a[I]) - f(m[I without d])`` is <= 0 for ``f(v) = v`` and
+  is written again or ``m`` other than by ``m[I] = T.max(m[I], x)`` (upstream's running max,
+  which only grows); so ``f(a[I]) - f(m[I without d])`` is <= 0 for ``f(v) = v`` and
   ``f(v) = v * c``, ``c >= 0`` a constant (rounding is monotonic, so the computed values keep
   the order; ``inf - inf`` is NaN).
 """
@@ -154,7 +155,7 @@ def tile_range(before: Sequence[Any], data: Any, depth: int = _DEPTH) -> Interva
             count = int(src.shape[dim])
             return _hull([source.lo * count, source.hi * count])
         return None
-    found = parallel_store(writer)
+    found = _store(writer)
     if found is None:
         return None
     store, loops = found
@@ -163,17 +164,29 @@ def tile_range(before: Sequence[Any], data: Any, depth: int = _DEPTH) -> Interva
     return expr_range(store.value, earlier, depth - 1)
 
 
-def _covers(store: Any, loops: list[tuple[Any, int]]) -> bool:
-    """Whether a T.Parallel store writes every element of its tile (indices are its loop variables)."""
+def _store(stmt: Any) -> tuple[Any, list[tuple[Any, int]]] | None:
+    """(store, loops) of a T.Parallel nest around one store, or of a bare store (no loops: tilelang
+    folds ``T.Parallel(1)`` away, leaving ``m[0] = ...`` for a one-row tile)."""
     from tvm import tirx
 
-    buf = store.buffer
-    if len(store.indices) != len(loops) or len(buf.shape) != len(loops):
-        return False
-    return all(
-        isinstance(index, tirx.Var) and index.same_as(var) and isinstance(dim, tirx.IntImm) and int(dim) == extent
-        for index, (var, extent), dim in zip(store.indices, loops, buf.shape, strict=True)
-    )
+    return (stmt, []) if isinstance(stmt, tirx.BufferStore) else parallel_store(stmt)
+
+
+def _covers(store: Any, loops: list[tuple[Any, int]]) -> bool:
+    """Whether a T.Parallel store writes every element of its tile: each index is the next loop
+    variable, over the whole dimension, or 0 in a dimension of 1 (tilelang folds a loop of one)."""
+    from tvm import tirx
+
+    rest = list(loops)
+    for index, dim in zip(store.indices, store.buffer.shape, strict=True):
+        if not isinstance(dim, tirx.IntImm):
+            return False
+        if isinstance(index, tirx.IntImm) and int(index) == 0 and int(dim) == 1:
+            continue
+        if not (rest and isinstance(index, tirx.Var) and index.same_as(rest[0][0]) and rest[0][1] == int(dim)):
+            return False
+        rest.pop(0)
+    return not rest
 
 
 def expr_range(e: Any, before: Sequence[Any], depth: int = _DEPTH) -> Interval | None:
@@ -254,6 +267,8 @@ def _ordered(x: Any, y: Any, before: Sequence[Any]) -> bool:
     if a.buffer.dtype != m.buffer.dtype or a.buffer.data.same_as(m.buffer.data):
         return False
     index = _last_writer(before, m.buffer.data)
+    while index is not None and _keeps_growing(before[index], m.buffer.data):
+        index = _last_writer(before[:index], m.buffer.data)  # m = max(m, x) only grows: look further back
     if index is None:
         return False
     reduce = tile_call(before[index], "tl.tileop.reduce")
@@ -267,6 +282,26 @@ def _ordered(x: Any, y: Any, before: Sequence[Any]) -> bool:
     dim = int(reduce.args[3])
     kept = [i for n, i in enumerate(a.indices) if n != dim]
     return len(kept) == len(m.indices) and all(_same(p, q) for p, q in zip(kept, m.indices, strict=True))
+
+
+def _keeps_growing(stmt: Any, data: Any) -> bool:
+    """Whether ``stmt`` is a whole-tile ``m[I] = T.max(m[I], x)`` (or ``T.max(x, m[I])``) of the
+    tile ``data``: upstream's running max after ``T.reduce_max``; every element only grows."""
+    from tvm import tirx
+
+    found = _store(stmt)
+    if found is None:
+        return False
+    store, loops = found
+    value = store.value
+    if not (store.buffer.data.same_as(data) and _covers(store, loops) and isinstance(value, tirx.Max)):
+        return False
+    return any(
+        isinstance(side, tirx.BufferLoad)
+        and side.buffer.data.same_as(data)
+        and all(_same(p, q) for p, q in zip(side.indices, store.indices, strict=True))
+        for side in (value.a, value.b)
+    )
 
 
 def cast_in_range(before: Sequence[Any], stmt: Any) -> Any:
