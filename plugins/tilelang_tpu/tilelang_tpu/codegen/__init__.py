@@ -10,6 +10,8 @@ The package is layered, each layer importing only those below it:
 * :mod:`~.layout`, :mod:`~.values`, :mod:`~.ir`, :mod:`~.scalar` -- PPL layouts and dtypes,
   the records passed around, TIR queries, scalar C expressions;
 * :mod:`~.plan` -- IR analysis: whole-kernel decisions made before anything is printed;
+* :mod:`~.ranges`, :mod:`~.masked_gemm` -- IR analysis of a statement and those before it
+  (value ranges of tiles; where a causal mask can change something);
 * :mod:`~.context` -- the emit context, the only mutable state;
 * :mod:`~.emit` -- the construct emitters (copy, gemm, reduce, T.Parallel bodies, ...);
 * :mod:`~.entry` -- the kernel signature; :mod:`~.table` -- the construct table, holding

@@ -48,6 +48,10 @@ class EmitContext:
     overwriting: Any = None  # the T.gemm call whose zero fill was dropped (it overwrites its accumulator)
     clearing: Any = None  # the T.reduce call whose identity fill was dropped (it reduces with clear=True)
     first_step: Any = None  # (T.gemm call, its loop): the zero fill before the loop was dropped
+    # Proven by codegen.ranges for the statement being emitted: the data var of a tile whose
+    # narrowing cast needs no overflow fix; the 1 / sqrt(x) that may be tiu::frsqrt.
+    in_range: Any = None
+    safe_rsqrts: list[Any] = field(default_factory=list)
     prologue: int = 0  # where in ``lines`` hoisted code goes: the kernel body's start, before every loop
     hoisted_tiles: dict[Any, str] = field(default_factory=dict)  # key -> tile built once in the prologue
     # Per-element code (codegen.emit.elements): whether the DMA/TIU instructions issued so far have

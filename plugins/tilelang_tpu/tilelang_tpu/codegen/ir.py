@@ -21,6 +21,7 @@ __all__ = [
     "local_dims",
     "min_extent_range",
     "op_name",
+    "parallel_store",
     "pipelinable_grid_loop",
     "region",
     "same_index",
@@ -246,3 +247,19 @@ def float_imm(text: str, dtype: str) -> Any:
 
 def as_float(text: str) -> str:
     return text if text.endswith("f") else f"(float)({text})"
+
+
+def parallel_store(stmt: Any) -> tuple[Any, list[tuple[Any, int]]] | None:
+    """(the BufferStore, [(loop var, extent)]) of a nest of T.Parallel loops from 0 around one store."""
+    from tvm import tirx
+
+    loops: list[tuple[Any, int]] = []
+    node = stmt
+    while isinstance(node, tirx.For) and node.kind == tirx.ForKind.PARALLEL:
+        if not (isinstance(node.min, tirx.IntImm) and int(node.min) == 0 and isinstance(node.extent, tirx.IntImm)):
+            return None
+        loops.append((node.loop_var, int(node.extent)))
+        node = node.body
+    if not loops or not isinstance(node, tirx.BufferStore):
+        return None
+    return node, loops

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tilelang_tpu.codegen.ir import region, tile_call, whole
+from tilelang_tpu.codegen.ir import parallel_store, region, tile_call, whole
 
 __all__ = ["masked_gemm"]
 
@@ -43,29 +43,13 @@ def _is_plus_zero(value: Any) -> bool:
     return False
 
 
-def _store_of_parallel_nest(stmt: Any) -> tuple[Any, list[tuple[Any, int]]] | None:
-    """(the BufferStore, [(loop var, extent)]) of a nest of T.Parallel loops from 0 around one store."""
-    from tvm import tirx
-
-    loops: list[tuple[Any, int]] = []
-    node = stmt
-    while isinstance(node, tirx.For) and node.kind == tirx.ForKind.PARALLEL:
-        if not (isinstance(node.min, tirx.IntImm) and int(node.min) == 0 and isinstance(node.extent, tirx.IntImm)):
-            return None
-        loops.append((node.loop_var, int(node.extent)))
-        node = node.body
-    if not loops or not isinstance(node, tirx.BufferStore):
-        return None
-    return node, loops
-
-
 def masked_gemm(first: Any, second: Any) -> tuple[Any, Any] | None:
     """(the T.gemm call of ``second``, the condition under which ``first``'s mask keeps every
     element at +0) when ``first`` masks ``second``'s accumulator as the module docstring says, else None."""
     from tvm import arith, tirx
 
     gemm = tile_call(second, "tl.tileop.gemm")
-    found = _store_of_parallel_nest(first)
+    found = parallel_store(first)
     if gemm is None or found is None or bool(int(gemm.args[9])):
         return None
     store, loops = found

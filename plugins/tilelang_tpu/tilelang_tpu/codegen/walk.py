@@ -36,6 +36,7 @@ from tilelang_tpu.codegen.ir import is_const, is_zero, min_extent_range, op_name
 from tilelang_tpu.codegen.layout import DTYPES, REDUCE_ALIGN, WORD_PAIR_DTYPES, storage_dims, storage_type, to4
 from tilelang_tpu.codegen.masked_gemm import masked_gemm
 from tilelang_tpu.codegen.plan import GridSplit, clearing_reduce, first_step_gemm, grid_split, overwriting_gemm, plan_kernel
+from tilelang_tpu.codegen.ranges import cast_in_range, safe_rsqrts
 from tilelang_tpu.codegen.table import supported_tile_ops_hint, tile_op_handlers
 from tilelang_tpu.codegen.values import LOCAL_SCOPES, CodegenError, Tile
 
@@ -96,7 +97,13 @@ def stmt(em: EmitContext, s: Any) -> None:
                 # T.fill(m, -inf); T.reduce_max(x, m, clear=False): no fill, the reduction clears m.
                 em.clearing = reduce
                 continue
-            stmt(em, child)
+            # Value ranges the statements before this one prove (codegen.ranges): a narrowing
+            # copy without the overflow fix, T.rsqrt as tiu::frsqrt.
+            em.in_range, em.safe_rsqrts = cast_in_range(children[:index], child), safe_rsqrts(children[:index], child)
+            try:
+                stmt(em, child)
+            finally:
+                em.in_range, em.safe_rsqrts = None, []
         # Tiles allocated in this sequence and used by per-element code stay live to its end.
         for child in children:
             if isinstance(child, tirx.AllocBuffer) and child.buffer.data in em.element_tiles and child.buffer.data in em.tiles:

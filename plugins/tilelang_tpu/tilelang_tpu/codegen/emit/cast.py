@@ -53,11 +53,13 @@ _INT_BITS = {"int8": (8, True), "uint8": (8, False), "int16": (16, True), "uint1
 CONVERT_DTYPES = (*FLOAT_DTYPES, *_INT_BITS)
 
 
-def emit_convert(em: EmitContext, dst: str, src: str, dst_dtype: str, src_dtype: str, temp: Callable[[str], str]) -> None:
+def emit_convert(
+    em: EmitContext, dst: str, src: str, dst_dtype: str, src_dtype: str, temp: Callable[[str], str], in_range: bool = False
+) -> None:
     """``dst = src`` converted from ``src_dtype`` to ``dst_dtype``, both in :data:`CONVERT_DTYPES`,
     by C's rules (what TileLang's ``c`` target and torch's ``.to()`` do for in-range values):
 
-    * float -> float: :func:`emit_cast` (IEEE, overflow to ±inf);
+    * float -> float: :func:`emit_cast` (IEEE, overflow to ±inf; ``in_range``: see there);
     * int -> float: round to nearest even (``tiu::cast``);
     * float -> int: round toward zero (``tiu::cast`` with ``RM_TOWARDS_ZERO``), through int32 for
       the narrower integers, which then wrap as below;
@@ -69,7 +71,7 @@ def emit_convert(em: EmitContext, dst: str, src: str, dst_dtype: str, src_dtype:
         em.emit(f"tiu::move({dst}, {src});")
         return
     if dst_dtype in FLOAT_DTYPES and src_dtype in FLOAT_DTYPES:
-        emit_cast(em, dst, src, dst_dtype, src_dtype, temp)
+        emit_cast(em, dst, src, dst_dtype, src_dtype, temp, in_range)
         return
     if src_dtype in FLOAT_DTYPES:
         if dst_dtype == "int32":
@@ -96,7 +98,9 @@ def emit_convert(em: EmitContext, dst: str, src: str, dst_dtype: str, src_dtype:
     em.emit(f"tiu::cast({dst}, {wrapped});")  # exact: now in range
 
 
-def emit_cast(em: EmitContext, dst: str, src: str, dst_dtype: str, src_dtype: str, temp: Callable[[str], str]) -> None:
+def emit_cast(
+    em: EmitContext, dst: str, src: str, dst_dtype: str, src_dtype: str, temp: Callable[[str], str], in_range: bool = False
+) -> None:
     """``dst = src`` converted from ``src_dtype`` to ``dst_dtype`` (fp32/fp16/bf16), IEEE
     round-to-nearest-even with overflow to ±inf.  ``dst`` and ``src`` are tiles or views of
     one shape; ``temp(dtype)`` declares a whole tile of that shape and returns its name.
@@ -106,9 +110,12 @@ def emit_cast(em: EmitContext, dst: str, src: str, dst_dtype: str, src_dtype: st
     The compare-selects take whole TPU_ALIGN tiles only (ppl-compile rejects a sub-view:
     "dst's layout must be TPU_ALIGN"), so a view is first moved into (or the result cast
     into, then moved from) a ``temp`` tile.
+
+    ``in_range``: every source value is proven within the destination's finite range, or NaN
+    (:func:`tilelang_tpu.codegen.ranges.cast_in_range`), so nothing can saturate: the plain cast.
     """
     limit = OVERFLOW_LIMITS.get((src_dtype, dst_dtype))
-    if limit is None or em.chip not in SATURATING_CHIPS:
+    if limit is None or em.chip not in SATURATING_CHIPS or in_range:
         em.emit(f"tiu::cast({dst}, {src});")
         return
     source, out = src, dst

@@ -275,7 +275,9 @@ def copy_local(em: EmitContext, src: Any, src_min: list[Any], src_ext: list[Any]
     if st.dtype == dt.dtype:
         em.emit(f"tiu::move({dview}, {sview});")
     elif st.dtype in CONVERT_DTYPES and dt.dtype in CONVERT_DTYPES:
-        emit_convert(em, dview, sview, dt.dtype, st.dtype, temp_tiles(em, d4, d4))
+        # No overflow fix where codegen.ranges proved the source within the destination's range.
+        in_range = em.in_range is not None and src.data.same_as(em.in_range)
+        emit_convert(em, dview, sview, dt.dtype, st.dtype, temp_tiles(em, d4, d4), in_range=in_range)
     else:
         raise em.fail(f"T.copy converting {st.dtype} -> {dt.dtype}", hint=f"casts between {', '.join(CONVERT_DTYPES)} are supported")
 

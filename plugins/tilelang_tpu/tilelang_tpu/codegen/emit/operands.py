@@ -14,6 +14,7 @@ from tilelang_tpu.codegen.emit.repeat import repeated
 from tilelang_tpu.codegen.emit.select import emit_select
 from tilelang_tpu.codegen.ir import as_float, op_name, same_index
 from tilelang_tpu.codegen.layout import DTYPES, FLOAT_DTYPES, broadcast_strides, offset4
+from tilelang_tpu.codegen.ranges import reciprocal_sqrt
 from tilelang_tpu.codegen.values import Operand, Tile
 
 __all__ = ["ParallelBody"]
@@ -52,6 +53,9 @@ class ParallelBody(ParallelDomain):
             return None if out == dst else Operand(out, dtype, True)
         if integer_op(e):
             return emit_integer(self, e, dst)
+        if any(e.same_as(safe) for safe in em.safe_rsqrts):
+            # T.rsqrt(x), lowered to 1 / sqrt(x), where x is proven in frsqrt's accurate range (codegen.ranges)
+            return self.unary("frsqrt", e, dst, reciprocal_sqrt(e))
         binary = {tirx.Add: "fadd", tirx.Sub: "fsub", tirx.Mul: "fmul", tirx.Div: "fdiv", tirx.Max: "fmax", tirx.Min: "fmin"}
         for cls, fn in binary.items():
             if isinstance(e, cls):
