@@ -281,6 +281,13 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "`tiu::fmm(C, A, B, accumulate)` on the mm v1 unit (the operand layout is described below)",
         "codegen/emit/gemm",
     ),
+    Construct(
+        "`T.gemm(A, B, C)` with int8 A and B, or uint8 A and B, and an int32 C (upstream's `kernel_gemm_int8_int32_nn`), "
+        "with or without `transpose_A` / `transpose_B`",
+        "`tiu::mm2_nn`/`mm2_nt(C, A, B, ..., accumulate, ...)` (PPL's integer mm2: exact int32 sums, no saturation, "
+        "no requantisation); `transpose_A` as for fp16. int8 x uint8 and integer operands into a float C are refused by name",
+        "codegen/emit/gemm",
+    ),
     Construct("`T.gemm(..., clear_accum=True)`", "`accumulate = false`", "codegen/emit/gemm"),
     Construct(
         "`T.clear(C)` / `T.fill(C, 0)` of the whole tile immediately followed by `T.gemm(A, B, C)` (C not an operand)",

@@ -1,4 +1,5 @@
-"""T.gemm: ``tiu::fmm2_nn/nt`` (fp16/bf16; ``transpose_A`` through a TIU transpose of A) and
+"""T.gemm: ``tiu::fmm2_nn/nt`` (fp16/bf16; ``transpose_A`` through a TIU transpose of A),
+``tiu::mm2_nn/nt`` (int8/uint8 into int32, exact; the same operand layouts and transposes) and
 ``tiu::fmm`` (fp32, mm v1; transposed operands through DMA transposes into its layout)."""
 
 from __future__ import annotations
@@ -10,6 +11,9 @@ from tilelang_tpu.codegen.emit.transpose import emit_lane_transpose
 from tilelang_tpu.codegen.ir import region
 from tilelang_tpu.codegen.layout import DTYPES, FLOAT_DTYPES
 from tilelang_tpu.codegen.values import Tile
+
+#: Operand dtypes of the integer matmul (``tiu::mm2_nn/nt``, int32 accumulator).
+INT8_DTYPES = ("int8", "uint8")
 
 if TYPE_CHECKING:
     from tilelang_tpu.codegen.context import EmitContext
@@ -38,9 +42,12 @@ def emit_gemm(em: EmitContext, call: Any) -> None:
             )
         if len(t.shape) != 2 or not em.full_local(t, mins, ext):
             raise em.fail(f"T.gemm on part of, or a non-2-D, tile {t.name}", hint="T.gemm takes whole 2-D tiles")
-    if at.dtype != bt.dtype or at.dtype not in FLOAT_DTYPES:
-        raise em.fail(f"T.gemm of {at.dtype} x {bt.dtype}", hint="A and B must both be fp32, fp16 or bf16")
-    if ct.dtype != "float32" and ct.dtype != at.dtype:
+    integer = at.dtype in INT8_DTYPES
+    if at.dtype != bt.dtype or not (integer or at.dtype in FLOAT_DTYPES):
+        raise em.fail(f"T.gemm of {at.dtype} x {bt.dtype}", hint="A and B must both be fp32, fp16, bf16, int8 or uint8")
+    if integer and ct.dtype != "int32":
+        raise em.fail(f"T.gemm accumulating {at.dtype} into {ct.dtype}", hint="accumulate int8/uint8 products in int32")
+    if not integer and ct.dtype != "float32" and ct.dtype != at.dtype:
         raise em.fail(f"T.gemm accumulating {at.dtype} into {ct.dtype}", hint="accumulate in float32")
     m, k = (at.shape[1], at.shape[0]) if trans_a else at.shape
     kb, n = (bt.shape[1], bt.shape[0]) if trans_b else bt.shape
@@ -77,6 +84,16 @@ def emit_gemm(em: EmitContext, call: Any) -> None:
         shape = em.dim4var(["1", str(m), "1", str(k)], "atshape")
         a_name = emit_lane_transpose(em, at.name, DTYPES[at.dtype], int(k), int(m), shape, shape)
     form = "nt" if trans_b else "nn"
+    if integer:
+        # The integer mm2 form: int32 products summed exactly; no saturation (an int32 sum of
+        # int8 products wraps only past K = 2**17, as C's int32 arithmetic would).
+        # PPL's six-argument overload cannot deduce its unused template types, so this is
+        # the full form, its bias / zero-point / requant operands as named zero lvalues.
+        em.emit(
+            f"{{ int mm_zero = 0; tiu::mm2_{form}({ct.name}, {a_name}, {bt.name}, mm_zero, {accumulate}, DT_NONE, false, "
+            "mm_zero, mm_zero, 1, 0, 0, false, RM_HALF_TO_EVEN); }"
+        )
+        return
     em.emit(f"tiu::fmm2_{form}({ct.name}, {a_name}, {bt.name}, {accumulate});")
 
 
