@@ -110,15 +110,25 @@ class Tier:
             return False
         self.counters["lookups"] += 1
         name = self.name(key)
-        try:
-            store = self.store()  # local work (importing the client), not timed against the store
-        except Exception as err:
-            self.failed("lookup", err)
-            return False
+        # One deadline for opening the store (client import, connect), every read and the
+        # verification; only installing a verified hit (local disk work) comes after it.
         start = time.perf_counter()
-        deadline = time.monotonic() + self.settings.deadline  # one deadline for every exchange below
+        deadline = time.monotonic() + self.settings.deadline
+        opened: list[Store] = []
+        full_versions = self.full_versions(versions)
+
+        def fetch_and_verify() -> tuple[bytes, entry.Entry | entry.EntryRejected] | None:
+            opened.append(self.store())
+            blob = self._fetch(opened[0], name)
+            if blob is None:
+                return None
+            try:
+                return blob, entry.decode(blob, key, full_versions, self.secret)
+            except entry.EntryRejected as bad:
+                return blob, bad
+
         try:
-            blob = self._bounded(deadline, store, lambda: self._fetch(store, name))
+            fetched_blob = self._bounded(deadline, lambda: opened[0] if opened else None, fetch_and_verify)
         except entry.EntryRejected as big:  # oversize: refused unread; not a store failure, not deleted
             self.counters["rejected"] += 1
             self.counters["rejected_size"] += 1
@@ -128,15 +138,15 @@ class Tier:
             self.counters["lookup_us"] += int((time.perf_counter() - start) * 1e6)
             self.failed("lookup", err)
             return False
-        if blob is None:
+        if fetched_blob is None:
             self.counters["misses"] += 1
             self.counters["lookup_us"] += int((time.perf_counter() - start) * 1e6)
             logger.debug("remote cache miss %s (%.1f ms)", key[:16], (time.perf_counter() - start) * 1e3)
             return False
-        try:
-            found = entry.decode(blob, key, self.full_versions(versions), self.secret)
-        except entry.EntryRejected as bad:
-            self._reject(name, key, blob, bad, deadline)
+        blob, found = fetched_blob
+        store = opened[0]
+        if isinstance(found, entry.EntryRejected):
+            self._reject(name, key, blob, found, deadline)
             return False
         fetched = time.perf_counter()
         try:
@@ -149,7 +159,7 @@ class Tier:
             self.counters["renew_skipped"] += 1  # a slow but complete hit: not renewed this time
         elif self.settings.ttl:  # renew only what passed verification
             try:
-                self._bounded(deadline, store, lambda: store.touch(name, self.settings.ttl))
+                self._bounded(deadline, lambda: store, lambda: store.touch(name, self.settings.ttl))
             except Exception as err:
                 self.failed("renewing a hit", err)
         self.counters["hits"] += 1
@@ -162,14 +172,23 @@ class Tier:
         )
         return True
 
-    def _bounded(self, deadline: float, store: Store, work: Callable[[], Any]) -> Any:
-        """``work()`` within the lookup's deadline; past it the store is aborted and dropped."""
+    def _bounded(self, deadline: float, store: Callable[[], Store | None], work: Callable[[], Any]) -> Any:
+        """``work()`` within the lookup's deadline; past it the store (``store()``: the one
+        ``work`` opened, if it got that far) is aborted and dropped."""
+
+        def abort() -> None:
+            opened = store()
+            if opened is not None:
+                opened.abort()
+
         try:
-            return call_within(deadline, self.settings.deadline, store, work)
+            return call_within(deadline, self.settings.deadline, abort, work)
         except StoreError as err:
             if err.kind == "timeout" and "lookup deadline" in str(err):
                 self.counters["deadline_exceeded"] += 1
-                self.drop_store(store)
+                opened = store()
+                if opened is not None:
+                    self.drop_store(opened)
             raise
 
     def _fetch(self, store: Store, name: str) -> bytes | None:
@@ -198,7 +217,7 @@ class Tier:
             return
         try:
             store = self.store()
-            if self._bounded(deadline, store, lambda: store.delete_if_same(name, blob)):
+            if self._bounded(deadline, lambda: store, lambda: store.delete_if_same(name, blob)):
                 self.counters["dropped_bad"] += 1
         except Exception as err:
             self.failed("removing a bad entry", err)
