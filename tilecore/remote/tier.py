@@ -110,16 +110,19 @@ class Tier:
             return False
         self.counters["lookups"] += 1
         name = self.name(key)
-        # One deadline for opening the store (client import, connect), every read and the
-        # verification; only installing a verified hit (local disk work) comes after it.
+        try:
+            store = self.store()  # local work (importing the client, once per process), not timed against the store
+        except Exception as err:
+            self.failed("lookup", err)
+            return False
+        # One deadline (monotonic clock) for connecting, every read and the verification; only
+        # installing a verified hit (local disk work) comes after it.
         start = time.perf_counter()
         deadline = time.monotonic() + self.settings.deadline
-        opened: list[Store] = []
         full_versions = self.full_versions(versions)
 
         def fetch_and_verify() -> tuple[bytes, entry.Entry | entry.EntryRejected] | None:
-            opened.append(self.store())
-            blob = self._fetch(opened[0], name)
+            blob = self._fetch(store, name)
             if blob is None:
                 return None
             try:
@@ -128,7 +131,7 @@ class Tier:
                 return blob, bad
 
         try:
-            fetched_blob = self._bounded(deadline, lambda: opened[0] if opened else None, fetch_and_verify)
+            fetched_blob = self._bounded(deadline, store, fetch_and_verify)
         except entry.EntryRejected as big:  # oversize: refused unread; not a store failure, not deleted
             self.counters["rejected"] += 1
             self.counters["rejected_size"] += 1
@@ -144,7 +147,6 @@ class Tier:
             logger.debug("remote cache miss %s (%.1f ms)", key[:16], (time.perf_counter() - start) * 1e3)
             return False
         blob, found = fetched_blob
-        store = opened[0]
         if isinstance(found, entry.EntryRejected):
             self._reject(name, key, blob, found, deadline)
             return False
@@ -159,7 +161,7 @@ class Tier:
             self.counters["renew_skipped"] += 1  # a slow but complete hit: not renewed this time
         elif self.settings.ttl:  # renew only what passed verification
             try:
-                self._bounded(deadline, lambda: store, lambda: store.touch(name, self.settings.ttl))
+                self._bounded(deadline, store, lambda: store.touch(name, self.settings.ttl))
             except Exception as err:
                 self.failed("renewing a hit", err)
         self.counters["hits"] += 1
@@ -172,23 +174,14 @@ class Tier:
         )
         return True
 
-    def _bounded(self, deadline: float, store: Callable[[], Store | None], work: Callable[[], Any]) -> Any:
-        """``work()`` within the lookup's deadline; past it the store (``store()``: the one
-        ``work`` opened, if it got that far) is aborted and dropped."""
-
-        def abort() -> None:
-            opened = store()
-            if opened is not None:
-                opened.abort()
-
+    def _bounded(self, deadline: float, store: Store, work: Callable[[], Any]) -> Any:
+        """``work()`` within the lookup's deadline; past it the store is aborted and dropped."""
         try:
-            return call_within(deadline, self.settings.deadline, abort, work)
+            return call_within(deadline, self.settings.deadline, store.abort, work)
         except StoreError as err:
             if err.kind == "timeout" and "lookup deadline" in str(err):
                 self.counters["deadline_exceeded"] += 1
-                opened = store()
-                if opened is not None:
-                    self.drop_store(opened)
+                self.drop_store(store)
             raise
 
     def _fetch(self, store: Store, name: str) -> bytes | None:
@@ -217,7 +210,7 @@ class Tier:
             return
         try:
             store = self.store()
-            if self._bounded(deadline, lambda: store, lambda: store.delete_if_same(name, blob)):
+            if self._bounded(deadline, store, lambda: store.delete_if_same(name, blob)):
                 self.counters["dropped_bad"] += 1
         except Exception as err:
             self.failed("removing a bad entry", err)
