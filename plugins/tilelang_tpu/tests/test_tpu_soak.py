@@ -1,7 +1,7 @@
 """The short soak run (benchmarks/tpu_soak.py): concurrent first starts, compiles and launches on
 tpu in fresh interpreters with random kill -9 of interpreters and workers; no hang (deadline), no
 orphan (process trees), every surviving result correct (torch), no scratch folder left in the real
-temp directory.  Four interpreters, one round, tpu only: 21 s at load 8 on the 2-core machine.  The
+temp directory.  Four interpreters, one round, tpu only: 21–44 s at load 6–12 on the 2-core machine.  The
 long run (16 x 10 or more, tpu and democpu) and its numbers are in docs/benchmarks/tpu-reliability.md."""
 
 from __future__ import annotations
