@@ -1,13 +1,13 @@
 """Soak test of the tpu runtime's worker processes: concurrent first starts with random kill -9.
 
     python benchmarks/tpu_soak.py [--procs 16] [--rounds 10] [--kill-parents 0.2] [--kill-workers 0.2]
-                                  [--deadline 600] [--seed 0] [--json]
+                                  [--targets tpu,democpu] [--deadline 600] [--seed 0] [--json]
 
 Each round starts --procs fresh interpreters at once, all sharing one fresh,
 empty cache folder (tilelang's and tilecore's: every round is a first compile
 and a first emulator start).  Each interpreter compiles a TileLang kernel
-through ``tilelang.compile`` for ``tpu`` and for ``democpu`` (in a random
-order, shapes that do not divide the tiles), runs each on random data and
+through ``tilelang.compile`` for each of --targets (``tpu`` and ``democpu``
+by default, in a random order, shapes that do not divide the tiles), runs each on random data and
 checks the result against torch and that the inputs are untouched.  A call
 that loses its worker (``KernelFaultError``) is retried on the same kernel
 object, which must then work.
@@ -23,12 +23,16 @@ its appearance: during its start or a launch).  Then it counts:
 * orphans: any process of a killed interpreter's tree (recorded at the kill)
   still alive --grace seconds later, plus any emulator worker whose
   ``TILELANG_TPU_PARENT_PID`` is no longer alive;
-* wrong results: any surviving interpreter without a correct result on both
-  targets;
-* leftovers: files left in the run's ``TMPDIR`` (the emulators' scratch
-  folders live there) and new entries in ``/tmp`` and System V shared-memory
-  segments, before and after the sweep that the next emulator start does
-  (``tilelang_tpu.emulator.remove_stale_workdirs``).
+* wrong results: any surviving interpreter without a correct result on every
+  target;
+* tpu worker starts: emulator worker processes that appeared (a parent killed
+  before its worker started starts none);
+* leftovers: the run's emulator scratch folders (``tlt-<pid>-*``) still in the
+  real temp directories the interpreters use (``$TMPDIR``, ``$XDG_RUNTIME_DIR``,
+  ``/tmp``; the harness does not move them) after the grace period, with no
+  sweep run by the harness (the janitor of each killed interpreter must have
+  removed its folder; a later interpreter's start-up sweep may also), and new
+  entries in ``/tmp`` and System V shared-memory segments.
 
 Prints one line per round and a total; --json prints the totals as JSON (the
 short run in plugins/tilelang_tpu/tests/test_tpu_soak.py reads it).
@@ -74,7 +78,7 @@ CHILD = textwrap.dedent(
         return main
 
     rng = random.Random(int(sys.argv[1]))
-    targets = ["tpu", "democpu"]
+    targets = sys.argv[2].split(",")
     rng.shuffle(targets)
     out = {"pid": os.getpid(), "targets": {}}
     for target in targets:
@@ -191,6 +195,7 @@ class Round:
     workers_killed: int = 0
     hangs: int = 0
     orphans: list[str] = field(default_factory=list)
+    leftovers: list[str] = field(default_factory=list)
     correct: int = 0
     wrong: list[str] = field(default_factory=list)
     lost_then_recovered: int = 0
@@ -208,8 +213,8 @@ def one_round(index: int, args: argparse.Namespace, root: Path, env: dict[str, s
     children = []
     for i in range(args.procs):
         out = open(root / f"r{index}-{i}.out", "w+b")  # noqa: SIM115 - read after the child ends
-        proc = subprocess.Popen([sys.executable, str(script), str(rng.randrange(1 << 30))], stdout=out, stderr=subprocess.STDOUT,
-                                env=run_env, cwd=root)  # fmt: skip
+        proc = subprocess.Popen([sys.executable, str(script), str(rng.randrange(1 << 30)), args.targets], stdout=out,
+                                stderr=subprocess.STDOUT, env=run_env, cwd=root)  # fmt: skip
         children.append((proc, out))
     result.started = len(children)
     doomed = rng.sample([proc for proc, _ in children], k=round(args.kill_parents * len(children)))
@@ -281,15 +286,28 @@ def one_round(index: int, args: argparse.Namespace, root: Path, env: dict[str, s
             result.wrong.append(f"pid {proc.pid} exit {proc.returncode}: {text.strip()[-600:]}")
             continue
         report = json.loads(line.removeprefix("RESULT "))
-        if all(t["ok"] for t in report["targets"].values()) and len(report["targets"]) == 2:
+        if all(t["ok"] for t in report["targets"].values()) and len(report["targets"]) == len(args.targets.split(",")):
             result.correct += 1
             result.lost_then_recovered += sum(bool(t["lost"]) for t in report["targets"].values())
         else:
             result.wrong.append(f"pid {proc.pid}: {report}")
     result.workers_seen = len(worker_kill_at)
     result.pids = {proc.pid for proc, _ in children} | set(worker_kill_at)
+    result.leftovers = scratch_dirs({proc.pid for proc, _ in children})
     result.seconds = time.monotonic() - started
     return result
+
+
+def scratch_parents() -> list[Path]:
+    """The temp directories an interpreter may put its emulator scratch folder in
+    (:func:`tilecore.kit.paths.socket_scratch_parent`'s candidates)."""
+    names = [tempfile.gettempdir(), os.environ.get("XDG_RUNTIME_DIR") or "", "/tmp"]
+    return [Path(n) for n in dict.fromkeys(n for n in names if n) if Path(n).is_dir()]
+
+
+def scratch_dirs(pids: set[int]) -> list[str]:
+    """Emulator scratch folders (``tlt-<pid>-*``) of ``pids`` in the real temp directories."""
+    return sorted(str(p) for parent in scratch_parents() for p in parent.glob("tlt-*") if p.name.split("-")[1] in {str(x) for x in pids})
 
 
 def with_suppressed_kill(pid: int) -> None:
@@ -300,6 +318,7 @@ def with_suppressed_kill(pid: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--procs", type=int, default=16)
+    parser.add_argument("--targets", default="tpu,democpu", help="comma-separated targets each interpreter compiles and runs")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--kill-parents", type=float, default=0.2, help="share of interpreters killed (kill -9), rounded")
     parser.add_argument("--kill-workers", type=float, default=0.2, help="share of emulator workers killed (kill -9)")
@@ -315,10 +334,10 @@ def main(argv: list[str] | None = None) -> int:
 
     rng = random.Random(args.seed)
     tmp_before, shm_before = set(os.listdir("/tmp")), _shm_segments()
-    root = Path(tempfile.mkdtemp(prefix="tsk-", dir="/tmp"))  # short: the emulators' socket paths live under it
-    (root / "tmp").mkdir()
+    root = Path(tempfile.mkdtemp(prefix="tsk-"))
     (root / "child.py").write_text(CHILD)
-    env = {**os.environ, "TMPDIR": str(root / "tmp"), setup.TOOLCHAIN_DIR_ENV: str(setup.install_root()), "PYTHONUNBUFFERED": "1"}
+    # The interpreters keep this process's temp directory: their scratch folders go where a user's would.
+    env = {**os.environ, setup.TOOLCHAIN_DIR_ENV: str(setup.install_root()), "PYTHONUNBUFFERED": "1"}
     env.pop(emulator.WORKDIR_ENV, None)
     rounds = []
     try:
@@ -326,14 +345,11 @@ def main(argv: list[str] | None = None) -> int:
             r = one_round(index, args, root, env, rng)
             rounds.append(r)
             if not args.json:
-                print(f"round {index + 1}/{args.rounds}: {r.started} started, {r.workers_seen} tpu workers seen, {r.parents_killed} parents and {r.workers_killed} "
+                print(f"round {index + 1}/{args.rounds}: {r.started} started, {r.workers_seen} tpu worker starts, {r.parents_killed} parents and {r.workers_killed} "
                       f"workers killed, {r.hangs} hangs, {len(r.orphans)} orphans, {r.correct} correct, {len(r.wrong)} wrong, "
-                      f"{r.lost_then_recovered} lost launches recovered, {r.seconds:.0f} s", flush=True)  # fmt: skip
-                for text in r.orphans + r.wrong:
+                      f"{r.lost_then_recovered} lost launches recovered, {len(r.leftovers)} scratch folders left, {r.seconds:.0f} s", flush=True)  # fmt: skip
+                for text in r.orphans + r.wrong + r.leftovers:
                     print("   ", text[:1000])
-        left_in_tmpdir = sorted(p.name for p in (root / "tmp").iterdir())
-        emulator.remove_stale_workdirs(root / "tmp")  # what the next emulator start does
-        left_after_sweep = sorted(p.name for p in (root / "tmp").iterdir())
     finally:
         shutil.rmtree(root, ignore_errors=True)
     # Entries of this run's processes only (other programs on the machine use /tmp meanwhile): the
@@ -353,8 +369,8 @@ def main(argv: list[str] | None = None) -> int:
         "correct": sum(r.correct for r in rounds),
         "wrong": sum(len(r.wrong) for r in rounds),
         "lost_then_recovered": sum(r.lost_then_recovered for r in rounds),
-        "left_in_tmpdir_before_sweep": len(left_in_tmpdir),
-        "left_in_tmpdir_after_sweep": left_after_sweep,
+        "scratch_dirs_left": [p for r in rounds for p in r.leftovers],
+        "scratch_parents": [str(p) for p in scratch_parents()],
         "new_in_tmp": new_tmp,
         "new_shm_segments": new_shm,
         "seconds": round(sum(r.seconds for r in rounds), 1),
@@ -364,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(totals))
     else:
         print("total: " + ", ".join(f"{k} {v}" for k, v in totals.items() if k != "details"))
-    bad = totals["hangs"] or totals["orphans"] or totals["wrong"] or left_after_sweep or new_tmp or new_shm
+    bad = totals["hangs"] or totals["orphans"] or totals["wrong"] or totals["scratch_dirs_left"] or new_tmp or new_shm
     return 1 if bad else 0
 
 

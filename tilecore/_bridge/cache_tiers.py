@@ -3,7 +3,8 @@
 ``KernelCache._load_kernel_from_disk`` / ``_save_kernel_to_disk`` (or ``register_cache_tier``
 where tilelang has it): on a local miss each tier (:class:`CacheTier`, :func:`add_tier`) may
 install the entry into the local cache directory, after a local save each tier may publish
-it.  With no tier added both wrappers only call the original.  This module knows no
+it.  With no tier added both wrappers only call the original, except that a save into an
+unwritable or full ``TILELANG_CACHE_DIR`` is explained (:func:`~tilecore._bridge.kernel_cache.cache_dir_error`).  This module knows no
 particular tier: activation adds the remote one.
 """
 
@@ -130,7 +131,19 @@ def wrap_load_kernel_from_disk(registry: Registry, original: Callable[..., Any])
 def wrap_save_kernel_to_disk(registry: Registry, original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def save_kernel_to_disk(self: Any, key: str, *args: Any, **kwargs: Any) -> Any:
-        result = original(self, key, *args, **kwargs)
+        from tilecore._bridge.kernel_cache import cache_dir_error, full_cache_warning
+
+        try:
+            result = original(self, key, *args, **kwargs)
+        except OSError as err:  # a read-only or misplaced TILELANG_CACHE_DIR: say which and what moves it
+            error = cache_dir_error(err)
+            if error is None:
+                raise
+            raise error from err
+        if not self._is_complete_cache_dir(self._get_cache_path(key)):
+            warning = full_cache_warning()  # tilelang logged a failed save and went on uncached
+            if warning is not None:
+                logger.warning(warning)
         if _tiers:
             cache_path = self._get_cache_path(key)
             if os.path.isdir(cache_path):

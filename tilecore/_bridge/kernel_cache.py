@@ -12,6 +12,9 @@
   each tier may install the entry into the local cache directory, after a local
   save each tier may publish it.  With no tier added both wrappers only call the
   original.
+* :func:`cache_dir_error`: a read-only, full or misplaced ``TILELANG_CACHE_DIR`` raises
+  :class:`~tilecore.kit.paths.CacheDirectoryError` naming the directory, the variable
+  and the fix, instead of tilelang's bare ``OSError``.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tilecore._bridge.adapter import TilecoreAdapter
 from tilecore._bridge.tvm_targets import EXECUTION_BACKEND
+from tilecore.kit.paths import CacheDirectoryError, cache_write_error, full_cache_error
 
 if TYPE_CHECKING:
     from tilecore._registry import Registry
@@ -59,7 +64,13 @@ def kernel_cache(registry: Registry, _original: object = None) -> Any:
             if isinstance(kernel.adapter, TilecoreAdapter):
                 kernel.adapter.tilelang_cache_path = cache_path
 
-    cache = TilecoreKernelCache()
+    try:
+        cache = TilecoreKernelCache()  # creates tilelang's cache directories
+    except OSError as err:
+        error = cache_dir_error(err)
+        if error is None:
+            raise
+        raise error from err
     _own_caches[:] = [cache]  # the one in use: each install makes a new one
     return cache
 
@@ -67,6 +78,30 @@ def kernel_cache(registry: Registry, _original: object = None) -> Any:
 # ----------------------------------------------------------------------------------------
 # Further cache tiers (e.g. a remote store shared by a fleet)
 # ----------------------------------------------------------------------------------------
+
+
+#: The variable that moves tilelang's kernel cache (tilelang.env.TILELANG_CACHE_DIR).
+TILELANG_CACHE_ENV = "TILELANG_CACHE_DIR"
+
+
+def tilelang_cache_root() -> Path:
+    """``TILELANG_CACHE_DIR`` as tilelang reads it (default ``~/.tilelang/cache``)."""
+    from tilelang import env
+
+    return Path(str(env.TILELANG_CACHE_DIR)).expanduser()
+
+
+def cache_dir_error(err: OSError) -> CacheDirectoryError | None:
+    """The :class:`CacheDirectoryError` for ``err`` met while tilelang wrote its kernel cache
+    (naming the directory and ``TILELANG_CACHE_DIR``), or ``None`` if ``err`` is about something else."""
+    return cache_write_error(err, tilelang_cache_root(), TILELANG_CACHE_ENV)
+
+
+def full_cache_warning() -> str | None:
+    """What to tell the user when tilelang could not save an entry because its cache is full
+    (tilelang logs the error and compiles on uncached), or ``None`` if it is not full."""
+    error = full_cache_error(tilelang_cache_root(), TILELANG_CACHE_ENV)
+    return None if error is None else f"tilecore: the kernel was compiled but not cached: {error}"
 
 
 def local_cache_dir() -> str:

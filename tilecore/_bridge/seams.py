@@ -210,6 +210,7 @@ SEAMS: tuple[Seam, ...] = (
         "overridden: the adapter learns its entry, removed if the kernel faults",
         params=("kernel", "cache_path"),
     ),
+    Seam("tilelang:env", "TILELANG_CACHE_DIR", "named when tilelang's cache cannot be written (kernel_cache:cache_dir_error)"),
     Seam(_CACHE, "_memory_cache", "in-memory entries: a kernel that faulted is removed (kernel_cache:evict_faulted_kernel)"),
     Seam(_CACHE, "_lock", "guards _memory_cache"),
     # -- profiler --------------------------------------------------------------------------

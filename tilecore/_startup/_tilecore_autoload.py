@@ -51,6 +51,11 @@ class _TilelangWatcher:
         def exec_module(module: ModuleType) -> None:
             try:
                 original_exec(module)
+            except OSError as err:  # tilelang creates its cache directories while it is imported
+                explained = _cache_dir_error(err)
+                if explained is None:
+                    raise
+                raise explained from err
             finally:
                 _uninstall()
             _activate()
@@ -66,6 +71,19 @@ def _activate() -> None:
         sys.stderr.write(f"tilecore: autoload failed to import tilecore ({type(err).__name__}: {err})\n")
         return
     tilecore._autoload_activate()
+
+
+def _cache_dir_error(err: OSError) -> Exception | None:
+    """tilecore's ``CacheDirectoryError`` (naming the directory, ``TILELANG_CACHE_DIR`` and the
+    fix) for an ``err`` met creating tilelang's cache directory during ``import tilelang``."""
+    from pathlib import Path
+
+    try:
+        from tilecore.kit.paths import cache_write_error
+    except Exception:  # never hide tilelang's own error behind one of ours
+        return None
+    directory = Path(os.environ.get("TILELANG_CACHE_DIR") or "~/.tilelang/cache").expanduser()
+    return cache_write_error(err, directory, "TILELANG_CACHE_DIR")
 
 
 def _uninstall() -> None:

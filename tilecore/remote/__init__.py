@@ -309,7 +309,7 @@ def doctor_report() -> dict[str, Any]:
 
         # A trickling or silent store must not hang the diagnostics either.
         limit = max(DOCTOR_DEADLINE_S, tier.settings.deadline)
-        report.update(call_within(time.monotonic() + limit, limit, store, probe, "deadline of the doctor's probe"))
+        report.update(call_within(time.monotonic() + limit, limit, store.abort, probe, "deadline of the doctor's probe"))
     except Exception as err:
         report["reachable"] = False
         report["error"] = tier.scrub(f"{type(err).__name__}: {err}")

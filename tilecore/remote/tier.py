@@ -111,14 +111,27 @@ class Tier:
         self.counters["lookups"] += 1
         name = self.name(key)
         try:
-            store = self.store()  # local work (importing the client), not timed against the store
+            store = self.store()  # local work (importing the client, once per process), not timed against the store
         except Exception as err:
             self.failed("lookup", err)
             return False
+        # One deadline (monotonic clock) for connecting, every read and the verification; only
+        # installing a verified hit (local disk work) comes after it.
         start = time.perf_counter()
-        deadline = time.monotonic() + self.settings.deadline  # one deadline for every exchange below
+        deadline = time.monotonic() + self.settings.deadline
+        full_versions = self.full_versions(versions)
+
+        def fetch_and_verify() -> tuple[bytes, entry.Entry | entry.EntryRejected] | None:
+            blob = self._fetch(store, name)
+            if blob is None:
+                return None
+            try:
+                return blob, entry.decode(blob, key, full_versions, self.secret)
+            except entry.EntryRejected as bad:
+                return blob, bad
+
         try:
-            blob = self._bounded(deadline, store, lambda: self._fetch(store, name))
+            fetched_blob = self._bounded(deadline, store, fetch_and_verify)
         except entry.EntryRejected as big:  # oversize: refused unread; not a store failure, not deleted
             self.counters["rejected"] += 1
             self.counters["rejected_size"] += 1
@@ -128,15 +141,14 @@ class Tier:
             self.counters["lookup_us"] += int((time.perf_counter() - start) * 1e6)
             self.failed("lookup", err)
             return False
-        if blob is None:
+        if fetched_blob is None:
             self.counters["misses"] += 1
             self.counters["lookup_us"] += int((time.perf_counter() - start) * 1e6)
             logger.debug("remote cache miss %s (%.1f ms)", key[:16], (time.perf_counter() - start) * 1e3)
             return False
-        try:
-            found = entry.decode(blob, key, self.full_versions(versions), self.secret)
-        except entry.EntryRejected as bad:
-            self._reject(name, key, blob, bad, deadline)
+        blob, found = fetched_blob
+        if isinstance(found, entry.EntryRejected):
+            self._reject(name, key, blob, found, deadline)
             return False
         fetched = time.perf_counter()
         try:
@@ -165,7 +177,7 @@ class Tier:
     def _bounded(self, deadline: float, store: Store, work: Callable[[], Any]) -> Any:
         """``work()`` within the lookup's deadline; past it the store is aborted and dropped."""
         try:
-            return call_within(deadline, self.settings.deadline, store, work)
+            return call_within(deadline, self.settings.deadline, store.abort, work)
         except StoreError as err:
             if err.kind == "timeout" and "lookup deadline" in str(err):
                 self.counters["deadline_exceeded"] += 1

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tilelang_tpu import __version__, pool, runtime, setup
+from tilelang_tpu import __version__, emulator, pool, runtime, setup
 from tilelang_tpu.target import PCIE_UNSUPPORTED
 
 import tilecore
@@ -171,6 +171,7 @@ _CHILD = textwrap.dedent(
     launch = Launcher(kernel, runtime.create_adapter(kernel, setup.find_toolchain()))
     x = torch.randn(100, 300).to(torch.float16)
     assert torch.equal(launch(x), x)
+    import time
     from tilelang_tpu import emulator
     print("RESULT " + json.dumps({"pid": os.getpid(), "workdir": str(emulator.ensure_workdir())}))
     """
@@ -201,8 +202,6 @@ def test_emulator_leaves_nothing_in_tmp(toolchain: setup.TpuToolchain, ppl: Call
 
 
 def test_stale_scratch_dirs_of_dead_processes_are_removed(tmp_path: Path) -> None:
-    from tilelang_tpu import emulator
-
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
     stale = tmp_path / f"tlt-{int(dead.stdout)}-abc"
     live = tmp_path / f"tlt-{os.getpid()}-def"
@@ -211,6 +210,49 @@ def test_stale_scratch_dirs_of_dead_processes_are_removed(tmp_path: Path) -> Non
         folder.mkdir(parents=True)
     assert emulator.remove_stale_workdirs(tmp_path) == [stale]
     assert not stale.exists() and live.is_dir() and other.is_dir()
+
+
+def test_scratch_dir_of_a_killed_process_is_removed_by_its_janitor(
+    toolchain: setup.TpuToolchain, ppl: Callable[[str], str], tmp_path: Path
+) -> None:
+    """kill -9 of a process whose emulator worker is alive: no exit handler runs, the worker dies
+    with it, and the janitor removes the scratch directory in the real temp dir."""
+    source = tmp_path / "copy.pl"
+    source.write_text(ppl("copy_f16_odd.pl"))
+    env = {k: v for k, v in os.environ.items() if k not in ("TPU_SCALAER_EMULATOR_WORKDIR", "TMPDIR")}
+    child = subprocess.Popen([sys.executable, "-c", _CHILD + "\nsys.stdout.flush(); time.sleep(600)\n", str(source)],
+                             stdout=subprocess.PIPE, text=True, env=env)  # fmt: skip
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        facts = json.loads(line.removeprefix("RESULT "))
+        workdir = Path(facts["workdir"])
+        assert workdir.is_dir() and workdir.parent == Path("/tmp"), workdir
+        owner = (workdir / emulator.OWNER_FILE).read_text().split()
+        assert owner[0] == str(child.pid)
+    finally:
+        child.kill()
+        child.wait()
+    deadline = time.monotonic() + 60
+    while workdir.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not workdir.exists(), f"{workdir} of the killed process is still there"
+
+
+def test_sweep_tells_a_reused_pid_from_the_owner(tmp_path: Path) -> None:
+    """A scratch directory whose recorded owner start time differs from the live process of that
+    pid belongs to a dead owner whose pid was reused: it is removed; the live owner's is kept."""
+    mine = emulator._start_time(os.getpid())
+    assert mine
+    reused = tmp_path / f"tlt-{os.getpid()}-reused"
+    owned = tmp_path / f"tlt-{os.getpid()}-owned"
+    bare = tmp_path / f"tlt-{os.getpid()}-bare"  # no owner file yet (being created): kept while the pid lives
+    for folder, text in ((reused, f"{os.getpid()} {int(mine) - 1}"), (owned, f"{os.getpid()} {mine}"), (bare, None)):
+        folder.mkdir()
+        if text is not None:
+            (folder / emulator.OWNER_FILE).write_text(text + "\n")
+    assert emulator.remove_stale_workdirs(tmp_path) == [reused]
+    assert owned.is_dir() and bare.is_dir()
 
 
 def test_idle_workers_are_stopped(toolchain: setup.TpuToolchain, chip_kernels: dict, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -122,7 +122,8 @@ class Spawner:
                 threading.Thread(target=_serve, args=(self._jobs,), name="tilelang-tpu-spawner", daemon=True).start()
             jobs, lifeline_read = self._jobs, self._lifeline[0]
         env = {**env, lifeline.PARENT_ENV: str(os.getpid()), lifeline.LIFELINE_ENV: str(lifeline_read)}
-        job = _Job(lambda: subprocess.Popen(command, env=env, pass_fds=(lifeline_read,), **options))
+        pass_fds = (lifeline_read, *options.pop("pass_fds", ()))
+        job = _Job(lambda: subprocess.Popen(command, env=env, pass_fds=pass_fds, **options))
         jobs.put(job)
         job.done.wait()
         if job.error is not None:

@@ -37,11 +37,12 @@ from typing import Any
 import filelock
 
 from tilecore import ToolchainError
-from tilecore.kit.paths import private_tempdir, publish_dir
+from tilecore.kit.paths import CacheDirectoryError, cache_write_error, private_tempdir, publish_dir
 from tilelang_tpu import __version__
 from tilelang_tpu.setup import (
     INSTALL_COMMAND,
     RUNTIME_LIBRARIES,
+    TOOLCHAIN_DIR_ENV,
     TOOLCHAIN_WHEEL_VERSION,
     find_toolchain,
     from_install,
@@ -189,8 +190,20 @@ def install(version: str = TOOLCHAIN_WHEEL_VERSION, wheel: Path | None = None, f
 
     One install per version at a time: a second concurrent install waits on a
     file lock and then finds the toolchain the first one published (nothing is
-    downloaded twice).
+    downloaded twice).  An install folder that cannot be written (read-only, full,
+    under a file) raises :class:`~tilecore.kit.paths.CacheDirectoryError` naming it
+    and :data:`~tilelang_tpu.setup.TOOLCHAIN_DIR_ENV`.
     """
+    try:
+        return _install(version, wheel, force)
+    except OSError as err:
+        error = cache_write_error(err, install_root(), TOOLCHAIN_DIR_ENV)
+        if error is None:
+            raise
+        raise error from err
+
+
+def _install(version: str, wheel: Path | None, force: bool) -> Path:
     if wheel is not None:
         match = _WHEEL_NAME.match(wheel.name)
         if not wheel.is_file() or match is None:
@@ -325,7 +338,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             install(args.version, args.wheel, args.force)
             return 0
         return info(args.json)
-    except ToolchainError as err:
+    except (ToolchainError, CacheDirectoryError) as err:
         print(f"tilelang-tpu: error: {err}", file=sys.stderr)
         return 1
 

@@ -132,9 +132,12 @@ class _Worker:
         self._log: IO[bytes] = open(self._log_path, "wb")  # noqa: SIM115 - lives as long as the worker
         command = [sys.executable, "-m", "tilelang_tpu.worker", chip, str(library_dir), *arguments]
         # Own session: a Ctrl-C in the terminal interrupts the user's process, which then stops the worker.
+        # The worker holds the scratch directory's keep-alive pipe too: its janitor waits for it.
+        keepalive = emulator.keepalive_fd()
         self._process = SPAWNER.popen(
-            command, env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, cwd=workdir, start_new_session=True
-        )
+            command, env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, cwd=workdir, start_new_session=True,
+            pass_fds=() if keepalive is None else (keepalive,),
+        )  # fmt: skip
         assert self._process.stdin is not None and self._process.stdout is not None
         self._channel = Channel(self._process.stdin.fileno(), self._process.stdout.fileno())
         try:
