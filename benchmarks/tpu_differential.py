@@ -3,6 +3,13 @@
 
     .venv/bin/python benchmarks/tpu_differential.py --count 200 --seed 1
     nice -n 10 .venv/bin/python benchmarks/tpu_differential.py --count 10000 --seed 1 --jsonl runs.jsonl
+    .venv/bin/python benchmarks/tpu_differential.py --count 1000 --seed 7 --minutes 9 --summary shard7.json
+
+A program is reproduced by (seed, count, index): the same hypothesis version draws the same
+programs for the same seed and count, and the index is also the seed of its input data.
+``--summary`` writes the run as JSON: outcome pairs, refusals, crashes, every WRONG program
+(index, source, outcomes) and the construct coverage of the programs drawn
+(``differential.coverage``), so shards of one long run can be merged.
 
 Programs are drawn by hypothesis (seeded: the same seed and count give the same programs);
 each runs on both targets; outcomes are match / refused (the construct the error names) /
@@ -17,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import logging
 import os
@@ -26,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins" / "tilelang_tpu" / "tests"))
 
+from differential.coverage import features
 from differential.program import Program, source
 from differential.runner import TARGETS, Outcome, normalise, run_on
 from differential.shrink import shrink
@@ -33,8 +42,13 @@ from differential.strategies import programs
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
 
+class _OutOfTime(Exception):
+    """Raised by the visitor once ``--minutes`` have passed: ends hypothesis's generation."""
+
+
 def _draw(count: int, seed_value: int, visit: object) -> None:
-    """Call ``visit(program)`` for ``count`` programs drawn with ``seed_value``."""
+    """Call ``visit(program)`` for ``count`` programs drawn with ``seed_value`` (fewer when
+    ``visit`` raises :class:`_OutOfTime`)."""
 
     @seed(seed_value)
     @settings(max_examples=count, deadline=None, database=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
@@ -42,7 +56,8 @@ def _draw(count: int, seed_value: int, visit: object) -> None:
     def each(prog: Program) -> None:
         visit(prog)  # type: ignore[operator]
 
-    each()
+    with contextlib.suppress(_OutOfTime):
+        each()
 
 
 def main() -> int:
@@ -53,6 +68,7 @@ def main() -> int:
     parser.add_argument("--no-shrink", action="store_true", help="do not shrink WRONG programs")
     parser.add_argument("--quiet", action="store_true", help="no line per program")
     parser.add_argument("--minutes", type=float, default=0.0, help="stop running programs after this long (0: no limit)")
+    parser.add_argument("--summary", type=Path, help="write the run (table, WRONG programs, coverage) here as JSON")
     args = parser.parse_args()
     logging.disable(logging.INFO)
 
@@ -60,28 +76,38 @@ def main() -> int:
     refusals = {t: collections.Counter[str]() for t in TARGETS}
     crashes = {t: collections.Counter[str]() for t in TARGETS}
     wrong: list[tuple[Program, dict[str, Outcome]]] = []
+    wrong_at: list[int] = []
+    #: feature -> [programs drawn with it, tpu matched, both matched]
+    coverage: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0, 0])
     started = time.monotonic()
     done = 0
 
     def visit(prog: Program) -> None:
         nonlocal done
         if args.minutes and time.monotonic() - started > args.minutes * 60:
-            return  # out of time: the remaining draws are skipped (hypothesis cannot be stopped early)
+            raise _OutOfTime
         try:
             outcomes = {t: run_on(prog, t, seed=done) for t in TARGETS}
         except Exception as err:  # a harness bug must not end a long run: counted as a crash
             outcomes = {t: Outcome("crash", f"harness: {type(err).__name__}: {err}"[:200]) for t in TARGETS}
+        index = done
         done += 1
         pairs[(outcomes["c"].status, outcomes["tpu"].status)] += 1
+        for feature in features(prog):
+            row = coverage[feature]
+            row[0] += 1
+            row[1] += outcomes["tpu"].status == "match"
+            row[2] += outcomes["tpu"].status == outcomes["c"].status == "match"
         for t, o in outcomes.items():
             if o.status == "refused":
                 refusals[t][normalise(o.detail)] += 1
             elif o.status == "crash":
                 crashes[t][normalise(o.detail)] += 1
-            elif o.status == "WRONG":
-                wrong.append((prog, outcomes))
+        if any(o.status == "WRONG" for o in outcomes.values()):
+            wrong.append((prog, outcomes))
+            wrong_at.append(index)
         if args.jsonl:
-            line = {"n": done, "source": source(prog), **{t: [o.status, o.detail] for t, o in outcomes.items()}}
+            line = {"n": index, "source": source(prog), **{t: [o.status, o.detail] for t, o in outcomes.items()}}
             with args.jsonl.open("a") as fh:
                 fh.write(json.dumps(line) + "\n")
         if not args.quiet:
@@ -109,6 +135,25 @@ def main() -> int:
             for construct, n in counter.most_common(12):
                 print(f"  {name} {n:5d}  {construct}")
     print(f"\ndisagreements (one target matches, the other WRONG): {pairs[('match', 'WRONG')] + pairs[('WRONG', 'match')]}")
+    if args.summary:
+        summary = {
+            "seed": args.seed,
+            "count": args.count,
+            "run": done,
+            "minutes": round(minutes, 3),
+            "programs_per_minute": round(done / max(minutes, 1e-9), 2),
+            "pairs": {f"{c}/{t}": n for (c, t), n in sorted(pairs.items())},
+            "refused": {t: dict(refusals[t].most_common()) for t in TARGETS},
+            "crash": {t: dict(crashes[t].most_common()) for t in TARGETS},
+            "wrong": [
+                {"index": i, "source": source(p), **{t: [o.status, o.detail] for t, o in oc.items()}}
+                for i, (p, oc) in zip(wrong_at, wrong, strict=True)
+            ],
+            "coverage": {k: v for k, v in sorted(coverage.items())},
+        }
+        tmp = args.summary.with_suffix(".tmp")
+        tmp.write_text(json.dumps(summary, indent=1))
+        tmp.replace(args.summary)
     for prog, outcomes in wrong:
         bad = [t for t, o in outcomes.items() if o.status == "WRONG"]
         print("\n=== WRONG on " + ", ".join(f"{t}: {outcomes[t].detail}" for t in bad))

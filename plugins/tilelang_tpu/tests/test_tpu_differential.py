@@ -98,3 +98,25 @@ def test_found_fp16_reduce_of_16_columns(dtype: str) -> None:
     prog = Program(M=3, N=16, BM=1, inputs=(x,), expr=Node("read", dtype, value="X0", bound=4, exact=True), mode="reduce", reduce="sum")
     outcome = run_on(prog, "tpu")
     assert outcome.status == "match", outcome.detail
+
+
+@pytest.mark.parametrize("mode", ["parallel", "serial"])
+def test_found_cast_chain_through_bfloat16(mode: str) -> None:
+    """Found by the device run (seeds 3005 and 3019, gcc 13 host): ``T.cast(T.cast(T.cast(x, "float16"),
+    "bfloat16"), "float32")`` of int32 values must round at the bf16 step (torch: -437 -> -436); tpu
+    returned -437 there, c (g++ 13) likewise.  Passes with gcc 12; the emulator's device C is now built
+    with -fexcess-precision=standard so that GCC 13 keeps the rounding too; in T.serial code the
+    cast also lost its rounding with gcc 12 (fp16/bf16 scalars are C floats there): now a named refusal."""
+    from differential.program import Input, Node
+
+    x = Input("X0", "int32", "direct", "shared")
+    read = Node("read", "int32", value="X0", bound=1000, exact=True)
+    chain = Node(
+        "cast", "float32", (Node("cast", "bfloat16", (Node("cast", "float16", (read,), bound=1000, exact=True),), bound=1000),), bound=1000
+    )
+    prog = Program(M=65, N=7, BM=65, inputs=(x,), expr=chain, mode=mode, reduce="max")
+    outcome = run_on(prog, "tpu")
+    if mode == "serial":  # scalar code has no 16-bit float type: refused by name, never rounded wrong
+        assert outcome.status == "refused" and "scalar cast" in outcome.detail, outcome
+    else:
+        assert outcome.status == "match", outcome.detail

@@ -168,8 +168,11 @@ def _link(device_c: Path, output: Path, chip: str, toolchain: TpuToolchain, key:
     includes = [chip_dir, chip_dir / "TPU1686" / "kernel" / "include", deps / "common" / "dev" / "kernel",
                 deps / "common" / "dev" / "utils" / "include", deps / "common" / "dev" / "checker" / "include"]  # fmt: skip
     command = [
-        _compiler(), "-O2", "-fPIC", "-shared", f"-D__{code}__", *CHIP_DEFINES[chip], "-DUSING_CMODEL",
-        *(f"-I{d}" for d in includes), str(device_c), str(deps / "common" / "dev" / "utils" / "src" / "ppl_helper.c"),
+        # -fexcess-precision=standard: GCC 13's default for GNU C ("fast") lets casts to _Float16/__bf16 skip their
+        # rounding, so the emulated kernel returned int32 -> fp16 -> bf16 -> fp32 as -437 where torch gives -436
+        # (differential run on a gcc 13 host, docs/benchmarks/tpu-differential.md).  Accepted by GCC since 4.5.
+        _compiler(), "-O2", "-fexcess-precision=standard", "-fPIC", "-shared", f"-D__{code}__", *CHIP_DEFINES[chip],
+        "-DUSING_CMODEL", *(f"-I{d}" for d in includes), str(device_c), str(deps / "common" / "dev" / "utils" / "src" / "ppl_helper.c"),
         f"-L{emulator_lib.parent}", f"-Wl,-rpath,{emulator_lib.parent}", f"-l{emulator_lib.stem.removeprefix('lib')}",
         "-lm", "-Wl,--no-undefined", "-o", str(output),
     ]  # fmt: skip

@@ -127,6 +127,18 @@ class ScalarPrinter:
             ctype = _C_TYPES.get(str(e.dtype))
             if ctype is None:
                 raise Unsupported(f"scalar cast to {e.dtype}")
+            if (
+                str(e.dtype) in ("float16", "bfloat16")
+                and str(e.value.dtype) in ("float32", "float16", "bfloat16")
+                and str(e.value.dtype) != str(e.dtype)
+                and not isinstance(e.value, tirx.FloatImm)
+            ):
+                # fp16/bf16 scalars are C floats here: the cast's rounding would be lost (found by the differential run:
+                # int32 -> fp16 -> bf16 -> fp32 in a T.serial loop gave 885 where torch gives 884).  Refuse, never round wrong.
+                raise Unsupported(
+                    f"scalar cast of a {e.value.dtype} value to {e.dtype} (PPL scalar code has no {e.dtype} type, so the "
+                    "rounding would be lost); cast a tile in T.Parallel instead"
+                )
             return f"(({ctype}){p(e.value)})"
         raise Unsupported(f"scalar expression {type(e).__name__} ({e})")
 
