@@ -116,7 +116,19 @@ class ParallelBody(ParallelDomain):
         a = self.compute(e.a, None)
         b = self.compute(e.b, None)
         assert a is not None and b is not None
+        if fn == "fdiv" and dtype in _HALF:
+            # PPL's 16-bit fdiv is off by up to one ulp (bf16 0.5977 for 0.6016); in fp32, rounded
+            # once, it is what torch and the c target compute (fp32 has >= 2p + 2 bits: no double rounding).
+            wide_a, wide_b = self.widened(a), self.widened(b)
+            wide = self.temp("float32")
+            self.emit_binary(fn, wide, wide_a, wide_b)
+            return self.narrowed(wide, dtype, dst)
         out = self.output(dtype, dst)
+        self.emit_binary(fn, out, a, b)
+        return None if out == dst else Operand(out, dtype, True)
+
+    def emit_binary(self, fn: str, out: str, a: Operand, b: Operand) -> None:
+        em = self.em
         if a.is_tile and b.is_tile:
             em.emit(f"tiu::{fn}({out}, {a.text}, {b.text});")
         elif a.is_tile:
@@ -125,10 +137,22 @@ class ParallelBody(ParallelDomain):
             em.emit(f"tiu::{fn}({out}, {b.text}, {as_float(a.text)});")
         else:  # scalar - tile, scalar / tile
             em.emit(f"tiu::{fn}({out}, {as_float(a.text)}, {b.text});")
+
+    def widened(self, x: Operand) -> Operand:
+        """A 16-bit tile operand converted (exactly) to a new fp32 tile; scalars stay as they are."""
+        if not x.is_tile or x.dtype == "float32":
+            return x
+        wide = self.temp("float32")
+        emit_convert(self.em, wide, x.text, "float32", x.dtype, self.temp)
+        return Operand(wide, "float32", True)
+
+    def narrowed(self, wide: str, dtype: str, dst: str | None) -> Operand | None:
+        """The fp32 tile ``wide`` rounded once to ``dtype`` (into ``dst`` when it has that dtype)."""
+        out = self.output(dtype, dst)
+        emit_convert(self.em, out, wide, dtype, "float32", self.temp)
         return None if out == dst else Operand(out, dtype, True)
 
     def unary(self, fn: str, e: Any, dst: str | None, arg: Any) -> Operand | None:
-        em = self.em
         dtype = str(e.dtype)
         if dtype not in FLOAT_DTYPES:
             raise self.fail(f"{fn} of {dtype} in a T.Parallel body", "fp32, fp16 and bf16 are supported")
@@ -138,24 +162,34 @@ class ParallelBody(ParallelDomain):
             arg, scale = constant_scale(arg)
         src = self.compute(arg, None)
         assert src is not None
+        if dtype in _HALF and fn in _THROUGH_FP32:
+            # PPL computes these in fp16/bf16 one ulp off (fp16 sqrt(3): 1.7314 for 1.7324);
+            # torch and the c target compute them in fp32 and round once: so do we.
+            wide = self.temp("float32")
+            self.emit_unary(fn, wide, self.widened(src).text, "float32", scale)
+            return self.narrowed(wide, dtype, dst)
         out = self.output(dtype, dst)
+        self.emit_unary(fn, out, src.text, dtype, scale)
+        return None if out == dst else Operand(out, dtype, True)
+
+    def emit_unary(self, fn: str, out: str, src: str, dtype: str, scale: float) -> None:
+        em = self.em
         if fn in WRAPPERS:
             # PPL's wrapper functions (ppl_wrapper_func.h) take the block and real shapes.
             wrapper, pre, post, dtypes = WRAPPERS[fn]
             if dtype not in dtypes:
                 raise self.fail(f"T.{fn} of {dtype} in a T.Parallel body", f"PPL has it for {', '.join(dtypes)}; cast to float32 first")
             block = self.temp_block()
-            operand = src.text
+            operand = src
             if pre is not None:  # exp2(x) = exp(x * ln 2)
                 operand = self.temp(dtype)
-                em.emit(f"tiu::fmul({operand}, {src.text}, {pre * scale!r}f);")
+                em.emit(f"tiu::fmul({operand}, {src}, {pre * scale!r}f);")
             target = out if post is None else self.temp(dtype)
             em.emit(f"{wrapper}({target}, {operand}, &{block}, &{block});")
             if post is not None:  # log2(x) = log(x) / ln 2
                 em.emit(f"tiu::fmul({out}, {target}, {post!r}f);")
         else:
-            em.emit(f"tiu::{fn}({out}, {src.text});")
-        return None if out == dst else Operand(out, dtype, True)
+            em.emit(f"tiu::{fn}({out}, {src});")
 
     def erf(self, e: Any, dst: str | None, arg: Any) -> Operand | None:
         """``T.erf(x)`` in fp32 by Abramowitz and Stegun 7.1.26 (absolute error below 1.5e-7):
@@ -348,6 +382,10 @@ class ParallelBody(ParallelDomain):
         self.em.emit(f"dma::move({moved}, {view});  // onto lanes from 0: TIU operands share their lanes")
         return Operand(moved, dtype, True)
 
+
+_HALF = ("float16", "bfloat16")
+#: Functions whose 16-bit PPL forms are up to one ulp off: computed in fp32 and rounded once.
+_THROUGH_FP32 = ("fsqrt", "frsqrt", "exp", "exp2", "log", "log2")
 
 #: Abramowitz and Stegun 7.1.26: erf(x) = 1 - (a1 t + a2 t^2 + ... + a5 t^5) exp(-x^2), t = 1 / (1 + p x).
 _ERF_P = 0.3275911
