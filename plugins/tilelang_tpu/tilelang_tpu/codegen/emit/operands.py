@@ -109,7 +109,6 @@ class ParallelBody(ParallelDomain):
         return Operand(view, tile.dtype, True)
 
     def binary(self, fn: str, e: Any, dst: str | None) -> Operand | None:
-        em = self.em
         dtype = str(e.dtype)
         if dtype not in FLOAT_DTYPES:
             raise self.fail(f"{dtype} arithmetic in a T.Parallel body", "tile arithmetic is supported for fp32, fp16 and bf16")
