@@ -17,7 +17,10 @@ PARALLEL_ROWS: tuple[Construct, ...] = (
         "scale `x · c`, `c · x` or `a · c ± b · c` folds into that one multiply: `fexp((a ± b) · c ln 2)`), `T.log` → `flog`, "
         "`T.log2(x)` → `flog(x) / ln 2`, `T.tanh` → `tanh_fp32` and `T.sigmoid` → `sigmoid_fp32` (fp32 only; others refused "
         "by name), `T.abs` → `tiu::fabs`, `T.sqrt` → `tiu::fsqrt`, `T.rsqrt` (which tilelang lowers to `1 / sqrt`) → `tiu::frsqrt` where the argument is proven >= 2^-124, "
-        "else `fsqrt` and `fdiv` (fp32; see the performance notes). Intermediate values live in "
+        "else `fsqrt` and `fdiv` (fp32; see the performance notes). On fp16/bf16 tiles, division, `T.sqrt`, `T.rsqrt`, "
+        "`T.exp`, `T.exp2`, `T.log` and `T.log2` are computed in fp32 and rounded once (`tiu::cast` up, the op, the IEEE "
+        "cast down), as torch and the `c` target do: PPL's 16-bit forms are up to one ulp off (fp16 `sqrt(3)` 1.7314 for "
+        "1.7324, bf16 `x / 4` wrong on 2,047 of 2,048 elements). Intermediate values live in "
         "temporary tiles inside a `{ }` scope",
         "codegen/emit/parallel",
     ),
