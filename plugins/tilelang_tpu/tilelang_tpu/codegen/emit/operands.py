@@ -14,10 +14,16 @@ from tilelang_tpu.codegen.emit.repeat import repeated
 from tilelang_tpu.codegen.emit.select import emit_select
 from tilelang_tpu.codegen.ir import as_float, op_name, same_index
 from tilelang_tpu.codegen.layout import DTYPES, FLOAT_DTYPES, broadcast_strides, offset4
-from tilelang_tpu.codegen.ranges import reciprocal_sqrt
+from tilelang_tpu.codegen.ranges import expr_range, reciprocal_sqrt
 from tilelang_tpu.codegen.values import Operand, Tile
 
 __all__ = ["ParallelBody"]
+
+#: Below this, T.sqrt's argument is scaled by 2^64 first (``tiu::fsqrt`` is wrong below 2^-125).
+_SQRT_SMALL = 2.0**-100
+
+#: Largest finite value of each float dtype: above it is +inf, where ``tiu::fsqrt`` gives NaN.
+_FINITE_MAX = {"float32": 3.4028234663852886e38, "float16": 65504.0, "bfloat16": 3.3895313892515355e38}
 
 
 class ParallelBody(ParallelDomain):
@@ -75,6 +81,8 @@ class ParallelBody(ParallelDomain):
                 args = args[1:]
             if unary == "erf" and len(args) == 1:
                 return self.erf(e, dst, args[0])
+            if unary == "fsqrt" and len(args) == 1:
+                return self.sqrt(e, dst, args[0])
             if unary is not None and len(args) == 1:
                 return self.unary(unary, e, dst, args[0])
             raise self.fail(
@@ -156,6 +164,50 @@ class ParallelBody(ParallelDomain):
         else:
             em.emit(f"tiu::{fn}({out}, {src.text});")
         return None if out == dst else Operand(out, dtype, True)
+
+    def sqrt(self, e: Any, dst: str | None, arg: Any) -> Operand | None:
+        """``T.sqrt(x)`` as ``tiu::fsqrt`` with two fix-ups, each left out where
+        :func:`~tilelang_tpu.codegen.ranges.expr_range` proves it needless.  ``fsqrt`` is
+        ``x * frsqrt(x)`` (measured on the BM1690 emulator): NaN for ``x = +inf`` (``inf * 0``),
+        and 3x too large for fp32/bf16 ``x`` below 2^-125, where ``frsqrt`` is wrong.  So
+        ``x > max`` selects ``x`` (+inf), and ``x < 2^-100`` takes ``sqrt(x * 2^64) * 2^-32``
+        (exact scalings; fp16's smallest normal, 2^-14, is in ``frsqrt``'s accurate range)."""
+        em = self.em
+        dtype = str(e.dtype)
+        if dtype not in FLOAT_DTYPES:
+            raise self.fail(f"fsqrt of {dtype} in a T.Parallel body", "fp32, fp16 and bf16 are supported")
+        values = expr_range(arg, em.before)
+        small = dtype != "float16" and (values is None or values.lo < _SQRT_SMALL)
+        infinite = values is None or values.hi > _FINITE_MAX[dtype]
+        x = self.compute(arg, None)
+        assert x is not None
+        if not small and not infinite:
+            out = self.output(dtype, dst)
+            em.emit(f"tiu::fsqrt({out}, {x.text});")
+            return None if out == dst else Operand(out, dtype, True)
+        if not is_plain(em, x.text):  # the compare-selects below take whole tiles
+            whole = self.temp(dtype)
+            em.emit(f"tiu::move({whole}, {x.text});")
+            x = Operand(whole, dtype, True)
+        root = self.temp(dtype)
+        if small:
+            scaled, limit = self.temp(dtype), em.fresh("sqrt_small")
+            em.emit(f"float {limit} = {_SQRT_SMALL!r}f;")
+            em.emit(f"tiu::fmul({scaled}, {x.text}, {2.0**64!r}f);")
+            em.emit(f"tiu::lt_select({scaled}, {x.text}, {limit}, {scaled}, {x.text});")
+            em.emit(f"tiu::fsqrt({root}, {scaled});")
+            em.emit(f"tiu::fmul({scaled}, {root}, {2.0**-32!r}f);")
+            em.emit(f"tiu::lt_select({root}, {x.text}, {limit}, {scaled}, {root});")
+        else:
+            em.emit(f"tiu::fsqrt({root}, {x.text});")
+        if infinite:
+            limit = em.fresh("sqrt_max")
+            em.emit(f"float {limit} = {_FINITE_MAX[dtype]!r}f;")
+            em.emit(f"tiu::gt_select({root}, {x.text}, {limit}, {x.text}, {root});")  # +inf stays +inf
+        if dst is not None and self.dst_tile.dtype == dtype:
+            em.emit(f"tiu::move({dst}, {root});")
+            return None
+        return Operand(root, dtype, True)
 
     def erf(self, e: Any, dst: str | None, arg: Any) -> Operand | None:
         """``T.erf(x)`` in fp32 by Abramowitz and Stegun 7.1.26 (absolute error below 1.5e-7):
