@@ -14,13 +14,16 @@ from tilelang_tpu.codegen.emit.repeat import repeated
 from tilelang_tpu.codegen.emit.select import emit_select
 from tilelang_tpu.codegen.ir import as_float, op_name, same_index
 from tilelang_tpu.codegen.layout import DTYPES, FLOAT_DTYPES, broadcast_strides, offset4
-from tilelang_tpu.codegen.ranges import expr_range, reciprocal_sqrt
+from tilelang_tpu.codegen.ranges import DIVISOR_RANGE, expr_range, reciprocal_sqrt, safe_divisor
 from tilelang_tpu.codegen.values import Operand, Tile
 
 __all__ = ["ParallelBody"]
 
 #: Below this, T.sqrt's argument is scaled by 2^64 first (``tiu::fsqrt`` is wrong below 2^-125).
 _SQRT_SMALL = 2.0**-100
+
+#: Float dtypes with fp32's exponent range, where ``tiu::fdiv`` needs its divisor rescaled.
+_WIDE_RANGE = ("float32", "bfloat16")
 
 #: Largest finite value of each float dtype: above it is +inf, where ``tiu::fsqrt`` gives NaN.
 _FINITE_MAX = {"float32": 3.4028234663852886e38, "float16": 65504.0, "bfloat16": 3.3895313892515355e38}
@@ -63,6 +66,8 @@ class ParallelBody(ParallelDomain):
             # T.rsqrt(x), lowered to 1 / sqrt(x), where x is proven in frsqrt's accurate range (codegen.ranges)
             return self.unary("frsqrt", e, dst, reciprocal_sqrt(e))
         binary = {tirx.Add: "fadd", tirx.Sub: "fsub", tirx.Mul: "fmul", tirx.Div: "fdiv", tirx.Max: "fmax", tirx.Min: "fmin"}
+        if isinstance(e, tirx.Div) and str(e.dtype) in _WIDE_RANGE and not safe_divisor(e.b, em.before):
+            return self.divide(e, dst)
         for cls, fn in binary.items():
             if isinstance(e, cls):
                 return self.binary(fn, e, dst)
@@ -163,6 +168,41 @@ class ParallelBody(ParallelDomain):
                 em.emit(f"tiu::fmul({out}, {target}, {post!r}f);")
         else:
             em.emit(f"tiu::{fn}({out}, {src.text});")
+        return None if out == dst else Operand(out, dtype, True)
+
+    def divide(self, e: Any, dst: str | None) -> Operand | None:
+        """``a / b`` (fp32, bf16) for a divisor not proven within
+        :data:`~tilelang_tpu.codegen.ranges.DIVISOR_RANGE`: ``tiu::fdiv`` is ±inf for
+        ``|b| < 2^-125`` and 0 for ``|b| >= 2^126`` (its reciprocal leaves the normal range), so
+        both operands are first multiplied by ``f = 2^64`` (``|b| < 2^-100``) or ``2^-64``
+        (``|b| > 2^100``), else 1: exact, the quotient unchanged.  (Where ``a * f`` overflows or
+        flushes, ``a / b`` itself is beyond 2^164 or below 2^-162: inf or 0 either way.)"""
+        em = self.em
+        dtype = str(e.dtype)
+        a = self.compute(e.a, None)
+        b = self.compute(e.b, None)
+        assert a is not None and b is not None
+        if not b.is_tile:  # a scalar divisor: the plain division (values scalars can hold are its business)
+            return self.binary("fdiv", e, dst)
+        low, high = DIVISOR_RANGE
+        size, factor = self.temp(dtype), self.temp(dtype)
+        names = [em.fresh(n) for n in ("div_low", "div_high", "div_up", "div_down", "div_one")]
+        for name, value in zip(names, (low, high, 2.0**64, 2.0**-64, 1.0), strict=True):
+            em.emit(f"float {name} = {value!r}f;")
+        em.emit(f"tiu::fabs({size}, {b.text});")
+        if dtype == "float32":
+            em.emit(f"tiu::lt_select({factor}, {size}, {names[0]}, {names[2]}, {names[4]});")
+        else:  # two scalar choices are fp32 there: "dst and src2/src3 operands should be same type"
+            em.emit(f"tiu::fill({factor}, {names[4]});")
+            em.emit(f"tiu::lt_select({factor}, {size}, {names[0]}, {names[2]}, {factor});")
+        em.emit(f"tiu::gt_select({factor}, {size}, {names[1]}, {names[3]}, {factor});")
+        em.emit(f"tiu::fmul({size}, {b.text}, {factor});")  # the divisor, scaled
+        if a.is_tile:
+            em.emit(f"tiu::fmul({factor}, {a.text}, {factor});")
+        else:
+            em.emit(f"tiu::fmul({factor}, {factor}, {as_float(a.text)});")
+        out = self.output(dtype, dst)
+        em.emit(f"tiu::fdiv({out}, {factor}, {size});")
         return None if out == dst else Operand(out, dtype, True)
 
     def sqrt(self, e: Any, dst: str | None, arg: Any) -> Operand | None:
