@@ -191,7 +191,7 @@ def _shifted_exps(before: Sequence[Any], tile: Any, dim: int) -> bool:
 
     index = _last_writer(before, tile.data)
     found = _store(before[index]) if index is not None else None
-    if found is None or len(tile.shape) != 2:
+    if index is None or found is None or len(tile.shape) != 2:
         return False
     store, loops = found
     call = _call(store.value)
@@ -214,7 +214,7 @@ def _shifted_exps(before: Sequence[Any], tile: Any, dim: int) -> bool:
     earlier = before[:index]
     at = _last_writer(earlier, m.buffer.data)
     reduce = tile_call(earlier[at], "tl.tileop.reduce") if at is not None else None
-    if reduce is None:
+    if at is None or reduce is None:
         return False
     (src, smin, sext), (dst, dmin, dext) = region(reduce.args[0]), region(reduce.args[1])
     return (
