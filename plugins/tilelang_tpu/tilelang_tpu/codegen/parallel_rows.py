@@ -13,7 +13,7 @@ PARALLEL_ROWS: tuple[Construct, ...] = (
         "one TIU instruction per operation over the whole tile. Tile ⊕ tile: `tiu::fadd/fsub/fmul/fdiv/fmax/fmin`. "
         "Tile ⊕ scalar (either side): the same functions with a `float` constant (the PPL `_C` forms). Casts: `tiu::cast`, "
         "with overflow to ±inf as in IEEE (`codegen/emit/cast.py`). "
-        "Functions: `T.exp` → `fexp` (PPL's range-reduced exp), `T.exp2(x)` → `fexp(x · ln 2)` (a constant "
+        "Functions: `T.exp` → `fexp` (PPL's range-reduced exp; a `gt_select` gives +inf above ln(max), where fexp is finite garbage, unless ranges prove the argument below), `T.exp2(x)` → `fexp(x · ln 2)` (a constant "
         "scale `x · c`, `c · x` or `a · c ± b · c` folds into that one multiply: `fexp((a ± b) · c ln 2)`), `T.log` → `flog`, "
         "`T.log2(x)` → `flog(x) / ln 2`, `T.tanh` → `tanh_fp32` and `T.sigmoid` → `sigmoid_fp32` (fp32 only; others refused "
         "by name), `T.abs` → `tiu::fabs`, `T.sqrt` → `tiu::fsqrt` (with selects for +inf and arguments below 2^-100, unless ranges prove them needless), `a / b` → `tiu::fdiv` (fp32/bf16: both operands scaled by 2^±64 where |b| may leave [2^-100, 2^100]), `T.rsqrt` (which tilelang lowers to `1 / sqrt`) → `tiu::frsqrt` where the argument is proven >= 2^-124, "

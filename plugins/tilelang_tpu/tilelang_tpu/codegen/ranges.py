@@ -359,7 +359,12 @@ def _ordered(x: Any, y: Any, before: Sequence[Any]) -> bool:
     if reduce is None or str(reduce.args[2].value) != "max":
         return False
     (src, smin, sext), (dst, dmin, dext) = region(reduce.args[0]), region(reduce.args[1])
-    if not (src.data.same_as(a.buffer.data) and dst.data.same_as(m.buffer.data) and whole(src, smin, sext) and whole(dst, dmin, dext)):
+    if not (
+        _same_values(before[:index], src, a.buffer)
+        and dst.data.same_as(m.buffer.data)
+        and whole(src, smin, sext)
+        and whole(dst, dmin, dext)
+    ):
         return False
     if any(_writes(stmt, a.buffer.data) is not False for stmt in before[index + 1 :]):
         return False  # the reduced tile changed since (or may have)

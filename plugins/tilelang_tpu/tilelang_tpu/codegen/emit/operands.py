@@ -4,6 +4,7 @@ binary arithmetic, element-wise functions and selects."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from tilelang_tpu.codegen.emit.cast import CONVERT_DTYPES, emit_convert, is_plain
@@ -24,6 +25,18 @@ _SQRT_SMALL = 2.0**-100
 
 #: Float dtypes with fp32's exponent range, where ``tiu::fdiv`` needs its divisor rescaled.
 _WIDE_RANGE = ("float32", "bfloat16")
+
+#: ``ln`` of each dtype's largest finite value: ``fexp`` of more must be +inf.
+_EXP_LIMIT = {"float32": 88.72284, "float16": 11.0898, "bfloat16": 88.7167}
+
+
+def _exp_may_overflow(fn: str, arg: Any, dtype: str, before: Any) -> bool:
+    """Whether ``T.exp(arg)`` (``T.exp2``) needs its overflow fix-up: ``arg``'s range, from the
+    statements ``before`` (codegen.ranges), is unknown or ends above ``ln(max)`` (``log2(max)``)."""
+    values = expr_range(arg, before)
+    per_unit = 1.0 if fn == "exp" else math.log(2.0)  # exp2's argument, in natural units
+    return values is None or values.hi * per_unit > _EXP_LIMIT[dtype]
+
 
 #: Largest finite value of each float dtype: above it is +inf, where ``tiu::fsqrt`` gives NaN.
 _FINITE_MAX = {"float32": 3.4028234663852886e38, "float16": 65504.0, "bfloat16": 3.3895313892515355e38}
@@ -146,6 +159,7 @@ class ParallelBody(ParallelDomain):
         if dtype not in FLOAT_DTYPES:
             raise self.fail(f"{fn} of {dtype} in a T.Parallel body", "fp32, fp16 and bf16 are supported")
         scale = 1.0
+        overflow = fn in ("exp", "exp2") and _exp_may_overflow(fn, arg, dtype, em.before)
         if fn in WRAPPERS and WRAPPERS[fn][1] is not None:
             # exp2(x * c) multiplies the tile once, by c * ln 2, instead of by c and then by ln 2.
             arg, scale = constant_scale(arg)
@@ -162,10 +176,23 @@ class ParallelBody(ParallelDomain):
             if pre is not None:  # exp2(x) = exp(x * ln 2)
                 operand = self.temp(dtype)
                 em.emit(f"tiu::fmul({operand}, {src.text}, {pre * scale!r}f);")
-            target = out if post is None else self.temp(dtype)
+            if overflow and not is_plain(em, operand):  # the compare-selects take whole tiles
+                whole = self.temp(dtype)
+                em.emit(f"tiu::move({whole}, {operand});")
+                operand = whole
+            direct = post is None and (not overflow or (is_plain(em, out) and out != operand))
+            target = out if direct else self.temp(dtype)
             em.emit(f"{wrapper}({target}, {operand}, &{block}, &{block});")
+            if overflow:
+                # fexp is finite garbage above ln(max) (exp(89) = 2.2e38, exp(inf) = NaN): +inf there.
+                limit, inf = em.fresh("exp_max"), em.fresh("exp_inf")
+                em.emit(f"float {limit} = {_EXP_LIMIT[dtype]!r}f;")
+                em.emit(f"float {inf} = 3.0e38f * 2.0f;")  # no inf literal or builtin in PPL
+                em.emit(f"tiu::gt_select({target}, {operand}, {limit}, {inf}, {target});")
             if post is not None:  # log2(x) = log(x) / ln 2
                 em.emit(f"tiu::fmul({out}, {target}, {post!r}f);")
+            elif target != out:
+                em.emit(f"tiu::move({out}, {target});")
         else:
             em.emit(f"tiu::{fn}({out}, {src.text});")
         return None if out == dst else Operand(out, dtype, True)
@@ -186,7 +213,7 @@ class ParallelBody(ParallelDomain):
             return self.binary("fdiv", e, dst)
         low, high = DIVISOR_RANGE
         size, factor = self.temp(dtype), self.temp(dtype)
-        names = [em.fresh(n) for n in ("div_low", "div_high", "div_up", "div_down", "div_one")]
+        names = [em.fresh(n) for n in ("rescale_low", "rescale_high", "rescale_up", "rescale_down", "rescale_one")]
         for name, value in zip(names, (low, high, 2.0**64, 2.0**-64, 1.0), strict=True):
             em.emit(f"float {name} = {value!r}f;")
         em.emit(f"tiu::fabs({size}, {b.text});")
