@@ -183,8 +183,8 @@ def test_rmsnorm_uses_frsqrt(M: int, blk_m: int, dtype: str) -> None:
 
 def test_rsqrt_of_an_unbounded_argument_keeps_the_division() -> None:
     """``T.rsqrt(x)`` of a loaded tile: no proof, so ``fsqrt`` and ``fdiv``, as before; right at 0
-    and the ordinary values.  (Below 2^-124 ``frsqrt`` gives inf; the division form is off there
-    too, by 69 % at 2^-126, and gives NaN at inf where torch gives 0: tiu::fdiv's 1 / inf.)"""
+    and the ordinary values.  (Below 2^-124 ``frsqrt`` gives inf; the division form, with
+    ``T.sqrt``'s fix-ups, is right down to 2^-126 and at inf: test_tpu_float_extremes.)"""
 
     @T.prim_func
     def rsqrt(X: T.Tensor((64, 64), "float32"), Y: T.Tensor((64, 64), "float32")):
@@ -201,3 +201,39 @@ def test_rsqrt_of_an_unbounded_argument_keeps_the_division() -> None:
     x[0, :2] = torch.tensor([0.0, 2.0**-100])
     out = _run(kernel, x)
     torch.testing.assert_close(out, torch.rsqrt(x), rtol=1e-5, atol=0)
+
+
+def test_softmax_row_sum_needs_no_division_fix() -> None:
+    """``y / sum(exp(x - max(x)))``: the row sum is proven >= 1, so the plain ``tiu::fdiv``; a
+    division by a loaded tile keeps the rescaling (``tiu::fdiv`` is wrong for |b| < 2^-125)."""
+
+    @T.prim_func
+    def softmax(X: T.Tensor((64, 128), "float32"), Y: T.Tensor((64, 128), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            x = T.alloc_shared((64, 128), "float32")
+            y = T.alloc_fragment((64, 128), "float32")
+            m = T.alloc_fragment((64,), "float32")
+            s = T.alloc_fragment((64,), "float32")
+            T.copy(X[0, 0], x)
+            T.reduce_max(x, m, dim=1)
+            for i, j in T.Parallel(64, 128):
+                y[i, j] = T.exp(x[i, j] - m[i])
+            T.reduce_sum(y, s, dim=1)
+            for i, j in T.Parallel(64, 128):
+                y[i, j] = y[i, j] / s[i]
+            T.copy(y, Y[0, 0])
+
+    @T.prim_func
+    def divide(X: T.Tensor((64, 128), "float32"), Y: T.Tensor((64, 128), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            x = T.alloc_fragment((64, 128), "float32")
+            T.copy(X[0, 0], x)
+            for i, j in T.Parallel(64, 128):
+                x[i, j] = 1.0 / x[i, j]
+            T.copy(x, Y[0, 0])
+
+    kernel = tilelang.compile(softmax, target="tpu", out_idx=[1])
+    assert "lt_select" not in kernel.get_kernel_source()
+    x = torch.randn(64, 128) * 30
+    torch.testing.assert_close(_run(kernel, x), torch.softmax(x, dim=1), rtol=1e-4, atol=1e-6)
+    assert "lt_select" in _source(divide, [1])

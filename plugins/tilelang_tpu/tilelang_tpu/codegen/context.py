@@ -10,7 +10,7 @@ never the walker.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +52,7 @@ class EmitContext:
     # narrowing cast needs no overflow fix; the 1 / sqrt(x) that may be tiu::frsqrt.
     in_range: Any = None
     safe_rsqrts: list[Any] = field(default_factory=list)
+    before: Sequence[Any] = ()  # the statements before the one being emitted (codegen.ranges reads them)
     prologue: int = 0  # where in ``lines`` hoisted code goes: the kernel body's start, before every loop
     hoisted_tiles: dict[Any, str] = field(default_factory=dict)  # key -> tile built once in the prologue
     # Per-element code (codegen.emit.elements): whether the DMA/TIU instructions issued so far have

@@ -39,12 +39,27 @@ from typing import Any
 
 from tilelang_tpu.codegen.ir import op_name, parallel_store, region, tile_call, whole
 
-__all__ = ["RSQRT_MIN", "Interval", "cast_in_range", "expr_range", "reciprocal_sqrt", "safe_rsqrts", "tile_range"]
+__all__ = [
+    "DIVISOR_RANGE",
+    "RSQRT_MIN",
+    "Interval",
+    "cast_in_range",
+    "expr_range",
+    "reciprocal_sqrt",
+    "safe_divisor",
+    "safe_rsqrts",
+    "tile_range",
+]
 
 #: The smallest argument for which ``tiu::frsqrt`` is accurate (measured on the BM1690 emulator:
 #: 1.17 fp32 ulp at most for x in [2^-125, 3.4e38]; inf for x in (0, 2^-125), where torch
 #: gives up to 2.6e22).  0, inf and negative arguments are right (inf, 0, NaN).
 RSQRT_MIN = 2.0**-124
+
+#: Divisor magnitudes for which ``tiu::fdiv`` is right without rescaling (measured on the BM1690
+#: emulator, fp32 and bf16: ``a / b`` is ±inf for ``|b| < 2^-125`` and 0 for ``|b| >= 2^126``,
+#: its reciprocal of ``b`` leaving the normal range); a margin of 2^25 either side.
+DIVISOR_RANGE = (2.0**-100, 2.0**100)
 
 #: Largest finite value of each narrow float dtype (a value within it never overflows the cast).
 FINITE_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38}
@@ -146,6 +161,9 @@ def tile_range(before: Sequence[Any], data: Any, depth: int = _DEPTH) -> Interva
             return None
         if src.data.same_as(data):
             return None
+        if kind == "sum" and _shifted_exps(earlier, src, dim):
+            # Softmax's row sum: every term is in [0, 1] and the maximum's is exp(0) = 1.
+            return Interval(0.5, int(src.shape[dim]) * (1 + 2**-10))
         source = tile_range(earlier, src.data, depth - 1)
         if source is None:
             return None
@@ -162,6 +180,72 @@ def tile_range(before: Sequence[Any], data: Any, depth: int = _DEPTH) -> Interva
     if not store.buffer.data.same_as(data) or not _covers(store, loops):
         return None
     return expr_range(store.value, earlier, depth - 1)
+
+
+def _shifted_exps(before: Sequence[Any], tile: Any, dim: int) -> bool:
+    """Whether the statements ``before`` leave in ``tile`` (a whole 2-D tile) ``exp(x - m)``
+    (or ``exp2``, the difference optionally times a positive constant) with ``m`` the
+    ``reduce_max`` of ``x`` along ``dim``: softmax's numerators, each in [0, 1], one of them 1
+    in every row (``x`` written neither between the max and the exps nor by them)."""
+    from tvm import tirx
+
+    index = _last_writer(before, tile.data)
+    found = _store(before[index]) if index is not None else None
+    if index is None or found is None or len(tile.shape) != 2:
+        return False
+    store, loops = found
+    call = _call(store.value)
+    if not (store.buffer.data.same_as(tile.data) and _covers(store, loops) and call is not None and call[0] in _EXP):
+        return False
+    arg = call[1][0]
+    if isinstance(arg, tirx.Mul) and isinstance(arg.b, tirx.FloatImm) and float(arg.b.value) > 0:
+        arg = arg.a
+    if not (isinstance(arg, tirx.Sub) and isinstance(arg.a, tirx.BufferLoad) and isinstance(arg.b, tirx.BufferLoad)):
+        return False
+    x, m = arg.a, arg.b
+    kept = [i for d, i in enumerate(x.indices) if d != dim]
+    if not (
+        len(x.indices) == 2
+        and all(a.same_as(b) for a, b in zip(x.indices, store.indices, strict=True))
+        and len(m.indices) == 1
+        and m.indices[0].same_as(kept[0])
+    ):
+        return False
+    earlier = before[:index]
+    at = _last_writer(earlier, m.buffer.data)
+    reduce = tile_call(earlier[at], "tl.tileop.reduce") if at is not None else None
+    if at is None or reduce is None:
+        return False
+    (src, smin, sext), (dst, dmin, dext) = region(reduce.args[0]), region(reduce.args[1])
+    return (
+        str(reduce.args[2].value) == "max"
+        and int(reduce.args[3]) == dim
+        and bool(int(reduce.args[4]))
+        and _same_values(earlier[:at], src, x.buffer)
+        and dst.data.same_as(m.buffer.data)
+        and whole(src, smin, sext)
+        and whole(dst, dmin, dext)
+        and _last_writer(before[: index + 1], x.buffer.data) in (None, *range(at))
+    )
+
+
+def _same_values(before: Sequence[Any], tile: Any, source: Any) -> bool:
+    """Whether ``tile`` is the buffer ``source``, or a whole copy of it that ``before`` made last
+    (tilelang stages a shared tile into a fragment for a reduction)."""
+    if tile.data.same_as(source.data):
+        return True
+    index = _last_writer(before, tile.data)
+    copy = tile_call(before[index], "tl.tileop.copy") if index is not None else None
+    if copy is None:
+        return False
+    (src, smin, sext), (dst, dmin, dext) = region(copy.args[0]), region(copy.args[1])
+    return (
+        src.data.same_as(source.data)
+        and dst.data.same_as(tile.data)
+        and whole(src, smin, sext)
+        and whole(dst, dmin, dext)
+        and _last_writer(before[index:], source.data) is None
+    )
 
 
 def _store(stmt: Any) -> tuple[Any, list[tuple[Any, int]]] | None:
@@ -275,7 +359,12 @@ def _ordered(x: Any, y: Any, before: Sequence[Any]) -> bool:
     if reduce is None or str(reduce.args[2].value) != "max":
         return False
     (src, smin, sext), (dst, dmin, dext) = region(reduce.args[0]), region(reduce.args[1])
-    if not (src.data.same_as(a.buffer.data) and dst.data.same_as(m.buffer.data) and whole(src, smin, sext) and whole(dst, dmin, dext)):
+    if not (
+        _same_values(before[:index], src, a.buffer)
+        and dst.data.same_as(m.buffer.data)
+        and whole(src, smin, sext)
+        and whole(dst, dmin, dext)
+    ):
         return False
     if any(_writes(stmt, a.buffer.data) is not False for stmt in before[index + 1 :]):
         return False  # the reduced tile changed since (or may have)
@@ -352,3 +441,17 @@ def reciprocal_sqrt(e: Any) -> Any:
     if call is not None and call[0] in _SQRT and len(call[1]) == 1 and str(call[1][0].dtype) == "float32":
         return call[1][0]
     return None
+
+
+def safe_divisor(b: Any, before: Sequence[Any]) -> bool:
+    """Whether the divisor ``b`` of a T.Parallel store is proven within :data:`DIVISOR_RANGE` in
+    magnitude, or is a ``sqrt`` (whose result, 0, inf, NaN or within [2^-63, 2^64], ``fdiv``
+    handles), so that ``tiu::fdiv`` needs no rescaling; the statements ``before`` give the ranges."""
+    call = _call(b)
+    if call is not None and call[0] in _SQRT:
+        return True
+    values = expr_range(b, before)
+    if values is None:
+        return False
+    low, high = DIVISOR_RANGE
+    return (low <= values.lo and values.hi <= high) or (-high <= values.lo and values.hi <= -low)

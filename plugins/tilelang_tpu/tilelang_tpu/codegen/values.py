@@ -124,7 +124,7 @@ class Operand:
 
 
 RESERVED = {
-    *("ppl", "tiu", "dma", "dim4", "tensor", "gtensor", "GLOBAL", "make_tensor", "quick_pooling", "fexp", "min", "max", "align"),
+    *("ppl", "tiu", "dma", "dim4", "tensor", "gtensor", "GLOBAL", "make_tensor", "quick_pooling", "fexp", "min", "max", "align", "div_up"),
     *("fp32", "fp16", "bf16", "int8", "int16", "int32", "uint8", "uint16", "uint32"),
     *("auto", "bool", "break", "case", "char", "class", "const", "continue", "default", "delete", "do", "double", "else"),
     *("enum", "false", "float", "for", "if", "int", "long", "namespace", "new", "return", "short", "signed", "sizeof"),

@@ -100,10 +100,11 @@ def stmt(em: EmitContext, s: Any) -> None:
             # Value ranges the statements before this one prove (codegen.ranges): a narrowing
             # copy without the overflow fix, T.rsqrt as tiu::frsqrt.
             em.in_range, em.safe_rsqrts = cast_in_range(children[:index], child), safe_rsqrts(children[:index], child)
+            em.before = children[:index]  # T.sqrt skips its fix-ups where these prove the argument safe
             try:
                 stmt(em, child)
             finally:
-                em.in_range, em.safe_rsqrts = None, []
+                em.in_range, em.safe_rsqrts, em.before = None, [], ()
         # Tiles allocated in this sequence and used by per-element code stay live to its end.
         for child in children:
             if isinstance(child, tirx.AllocBuffer) and child.buffer.data in em.element_tiles and child.buffer.data in em.tiles:
