@@ -35,7 +35,7 @@ from typing import Any
 from tilelang_tpu.codegen.emit.cast import emit_convert
 from tilelang_tpu.codegen.emit.domain import ParallelDomain
 from tilelang_tpu.codegen.emit.index_tiles import axis_tile
-from tilelang_tpu.codegen.ir import op_name
+from tilelang_tpu.codegen.ir import op_name, wrapping_cast
 from tilelang_tpu.codegen.values import Operand
 
 __all__ = ["INT_DTYPES", "emit_integer", "integer_op", "loop_index"]
@@ -198,6 +198,13 @@ def _divide(ctx: ParallelDomain, e: Any, rounding: str, part: str, dst: str | No
             "divide by a positive integer constant, or compute in float32 (T.cast(x, 'float32') / y) and cast back",
         )
     c = int(divisor.value)
+    wrapped = wrapping_cast(e.a, ctx.em.analyzer) if rounding == "trunc" else None
+    if wrapped is not None:
+        raise ctx.fail(
+            f"integer division or remainder {e} of {wrapped}, which may wrap (TVM may have rewritten a floor division "
+            "of it as a truncating one, assuming it does not wrap)",
+            "divide the value in int32 before narrowing it: T.cast(x // c, 'int8'), not T.cast(x, 'int8') // c",
+        )
     a = _operand(ctx, e.a, "int32")
     if not a.is_tile:
         filled = ctx.temp("int32")
