@@ -87,3 +87,29 @@ def test_found_int8_floor_division_of_a_cast_that_cannot_wrap(M: int, BM: int, r
     rows = torch.arange(M, dtype=torch.int64).to(torch.int8).to(torch.int64)[:, None]
     part = rows % 3 if remainder else torch.div(rows, 3, rounding_mode="floor")
     torch.testing.assert_close(out.long(), part + x.long(), rtol=0, atol=0)
+
+
+def serial_int8_division(M: int) -> Any:
+    @T.prim_func
+    def serial_div(Out: T.Tensor((M,), "int32")):
+        with T.Kernel(T.ceildiv(M, 64), threads=1) as bx:
+            o = T.alloc_fragment((64,), "int32")
+            for i in T.serial(64):
+                o[i] = T.cast(T.cast(bx * 64 + i, "int8") // T.cast(3, "int8"), "int32")
+            T.copy(o, Out[bx * 64])
+
+    return serial_div
+
+
+@pytest.mark.parametrize("M", [128, 192])
+def test_found_int8_floor_division_in_scalar_code(M: int) -> None:
+    """The same division in T.serial (scalar C): refused where the cast may wrap, floor otherwise."""
+    if M > 128:
+        with pytest.raises(ValueError, match=r"narrowing cast that may wrap"):
+            tilelang.compile(serial_int8_division(M), target="tpu")
+        return
+    kernel = tilelang.compile(serial_int8_division(M), target="tpu")
+    out = torch.zeros(M, dtype=torch.int32)
+    kernel(out)
+    rows = torch.arange(M).to(torch.int8).to(torch.int64)
+    torch.testing.assert_close(out.long(), torch.div(rows, 3, rounding_mode="floor"), rtol=0, atol=0)

@@ -12,7 +12,10 @@ PPL's integer TIU instructions do the same when asked for no saturation:
   an int8 tile first.  TVM already writes ``x // 2**k`` and ``x % 2**k`` this way;
 * ``x // c``, ``x % c`` (floor division, TileLang's ``//``/``%``) and C's truncating
   ``T.truncdiv``/``T.truncmod`` by a positive constant ``c``: an fp32 estimate of the
-  quotient, corrected twice with exact int32 remainders (see :func:`_divide`);
+  quotient, corrected twice with exact int32 remainders (see :func:`_divide`).  A truncating
+  division or remainder of a narrowing cast that may wrap (``T.cast(bx * 64 + i, "int8") // 3``)
+  is refused: TVM's ``Simplify`` may have made it from a floor division, believing the cast
+  cannot wrap (:func:`~tilelang_tpu.codegen.ir.wrapping_cast`);
 * a loop variable used as a value (``T.cast(j, "float32")``, ``j + bx * 64``): the exact
   fp32 index tile of :mod:`.index_tiles`, cast to int32;
 * casts between every pair of fp32/fp16/bf16/int32/int16/int8/uint16/uint8 by C's rules
