@@ -30,6 +30,7 @@ __all__ = [
     "stmt_text",
     "tile_call",
     "whole",
+    "wrapping_cast",
 ]
 
 
@@ -263,3 +264,31 @@ def parallel_store(stmt: Any) -> tuple[Any, list[tuple[Any, int]]] | None:
     if not loops or not isinstance(node, tirx.BufferStore):
         return None
     return node, loops
+
+
+#: Bounds of the narrow integer dtypes a cast may wrap into.
+_NARROW_RANGE = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767), "uint16": (0, 65535)}
+
+
+def wrapping_cast(e: Any, analyzer: Any) -> Any | None:
+    """A cast in ``e`` of an integer value to a narrow integer dtype that may wrap, or None.
+
+    TVM's bound analysis takes such a cast to keep its value (``T.cast(128, "int8")`` is
+    ``[0, 127]``, not -128), so ``Simplify`` rewrites a floor division (``//``, ``%``) of it as
+    C's truncating ``/``, ``%``; the truncating division the code generator then sees may have
+    been a floor division whose dividend is negative after all (``-128 // 3`` came out -42, not
+    -43; TileLang's ``c`` target does the same).  The caller refuses the division.
+    """
+    from tvm import tirx
+
+    found: list[Any] = []
+
+    def visit(n: Any) -> None:
+        if isinstance(n, tirx.Cast) and str(n.dtype) in _NARROW_RANGE and "int" in str(n.value.dtype):
+            lo, hi = _NARROW_RANGE[str(n.dtype)]
+            bound = analyzer.const_int_bound(n.value)
+            if bound.min_value < lo or bound.max_value > hi:
+                found.append(n)
+
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(e), visit)
+    return found[0] if found else None

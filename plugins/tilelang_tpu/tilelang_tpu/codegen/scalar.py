@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from tilelang_tpu.codegen.ir import wrapping_cast
+
 __all__ = ["INFINITY", "ScalarPrinter", "Unsupported", "lowest_finite"]
 
 
@@ -99,6 +101,10 @@ class ScalarPrinter:
         for cls, op in binary.items():
             if isinstance(e, cls):
                 return f"({p(e.a)} {op} {p(e.b)})"
+        if isinstance(e, (tirx.Div, tirx.Mod)) and "int" in str(e.dtype) and wrapping_cast(e.a, self.analyzer) is not None:
+            raise Unsupported(
+                f"integer division or remainder {e} of a narrowing cast that may wrap (TVM may have rewritten a floor division as a truncating one)"
+            )
         if isinstance(e, tirx.Div):
             return f"({p(e.a)} / {p(e.b)})"
         if isinstance(e, tirx.Mod) and "int" in str(e.dtype):

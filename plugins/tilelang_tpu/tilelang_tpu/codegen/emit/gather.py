@@ -97,15 +97,18 @@ def emit_global_read(em: EmitContext, store: Any, tile: Tile, loop_vars: list[An
         raise em.fail(f"T.Parallel read of {g.dtype} global {value.buffer.name} into {tile.dtype} tile {store.buffer.name}", loop)
     target = tile.name
     if g.dtype != tile.dtype:
+        # The staging tile has the tile's real shape, not its block: a cast over the block's
+        # shape read rows past a lane group's end (65 rows: row 64 came out wrong).
         block = em.dim4var(tile.block, "gblk")
+        shape = em.dim4var(tile.shape4, "gshp")
         target = em.fresh("gathered")
-        em.emit(f"auto {target} = make_tensor<{DTYPES[g.dtype]}>({block}, {block});")
+        em.emit(f"auto {target} = make_tensor<{DTYPES[g.dtype]}>({block}, {shape});")
     if uses_loaded_index(list(value.indices)):
         _row_gather(em, value, loop_vars, extents, target, loop)
     else:
         _strided_load(em, value, loop_vars, extents, target, loop)
     if target != tile.name:
-        emit_cast(em, tile.name, target, tile.dtype, g.dtype, temp_tiles(em, block, block))
+        emit_cast(em, tile.name, target, tile.dtype, g.dtype, temp_tiles(em, block, shape))
 
 
 def _row_gather(em: EmitContext, load: Any, loop_vars: list[Any], extents: list[int], target: str, loop: Any) -> None:

@@ -12,7 +12,10 @@ PPL's integer TIU instructions do the same when asked for no saturation:
   an int8 tile first.  TVM already writes ``x // 2**k`` and ``x % 2**k`` this way;
 * ``x // c``, ``x % c`` (floor division, TileLang's ``//``/``%``) and C's truncating
   ``T.truncdiv``/``T.truncmod`` by a positive constant ``c``: an fp32 estimate of the
-  quotient, corrected twice with exact int32 remainders (see :func:`_divide`);
+  quotient, corrected twice with exact int32 remainders (see :func:`_divide`).  A truncating
+  division or remainder of a narrowing cast that may wrap (``T.cast(bx * 64 + i, "int8") // 3``)
+  is refused: TVM's ``Simplify`` may have made it from a floor division, believing the cast
+  cannot wrap (:func:`~tilelang_tpu.codegen.ir.wrapping_cast`);
 * a loop variable used as a value (``T.cast(j, "float32")``, ``j + bx * 64``): the exact
   fp32 index tile of :mod:`.index_tiles`, cast to int32;
 * casts between every pair of fp32/fp16/bf16/int32/int16/int8/uint16/uint8 by C's rules
@@ -35,7 +38,7 @@ from typing import Any
 from tilelang_tpu.codegen.emit.cast import emit_convert
 from tilelang_tpu.codegen.emit.domain import ParallelDomain
 from tilelang_tpu.codegen.emit.index_tiles import axis_tile
-from tilelang_tpu.codegen.ir import op_name
+from tilelang_tpu.codegen.ir import op_name, wrapping_cast
 from tilelang_tpu.codegen.values import Operand
 
 __all__ = ["INT_DTYPES", "emit_integer", "integer_op", "loop_index"]
@@ -198,6 +201,13 @@ def _divide(ctx: ParallelDomain, e: Any, rounding: str, part: str, dst: str | No
             "divide by a positive integer constant, or compute in float32 (T.cast(x, 'float32') / y) and cast back",
         )
     c = int(divisor.value)
+    wrapped = wrapping_cast(e.a, ctx.em.analyzer) if rounding == "trunc" else None
+    if wrapped is not None:
+        raise ctx.fail(
+            f"integer division or remainder {e} of {wrapped}, which may wrap (TVM may have rewritten a floor division "
+            "of it as a truncating one, assuming it does not wrap)",
+            "divide the value in int32 before narrowing it: T.cast(x // c, 'int8'), not T.cast(x, 'int8') // c",
+        )
     a = _operand(ctx, e.a, "int32")
     if not a.is_tile:
         filled = ctx.temp("int32")
