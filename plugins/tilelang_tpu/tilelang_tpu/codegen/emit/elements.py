@@ -217,10 +217,17 @@ def refuse_store(em: EmitContext, store: Any) -> Any:
 
 def emit_element_store(em: EmitContext, store: Any) -> None:
     """``buf[indices] = value`` by the scalar unit."""
-    value = em.expr(store.value)
+    from tvm import tirx
+
     if str(store.buffer.dtype) in HALF_DTYPES:
-        half_write(em, store, value)  # through fp32 (codegen.emit.half_elements)
+        stored = store.value
+        if isinstance(stored, tirx.Cast) and str(stored.dtype) == str(store.buffer.dtype) and str(stored.value.dtype) == "float32":
+            # The cast to the element's own 16-bit type is the store's rounding: half_write rounds
+            # the fp32 value once, as the cast would (scalar code has no 16-bit type to cast to).
+            stored = stored.value
+        half_write(em, store, em.expr(stored))  # through fp32 (codegen.emit.half_elements)
         return
+    value = em.expr(store.value)
     guard = ""
     if store.buffer.data in em.globals_ and str(store.buffer.dtype) in SCALAR_DTYPES:
         ref, guard = global_access(em, store.buffer, store.indices)
