@@ -34,7 +34,6 @@ __all__ = ["stage_global_reads"]
 def stage_global_reads(em: EmitContext, store: Any, loop_vars: list[Any], extents: list[int], loop: Any) -> Any:
     """``store`` with every read of a global tensor in its value replaced by a read of a tile
     (or a scalar) that holds the same elements, loaded just now."""
-    import tvm
     from tvm import tirx
 
     loads: list[Any] = []
@@ -48,14 +47,14 @@ def stage_global_reads(em: EmitContext, store: Any, loop_vars: list[Any], extent
             tirx.stmt_functor.post_order_visit(tirx.Evaluate(index), lambda n: inner.append(n) if isinstance(n, tirx.BufferLoad) else None)
     staged: list[tuple[Any, Any]] = []  # (global load, its replacement), staged here: errors are raised outside TVM callbacks
     for load in loads:
-        if any(load.same_as(n) for n in inner) or any(tvm.ir.structural_equal(seen, load) for seen, _ in staged):
+        if any(load.same_as(n) for n in inner) or any(_same_read(seen, load) for seen, _ in staged):
             continue
         staged.append((load, _stage(em, load, loop_vars, extents, loop)))
 
     def visit(node: Any) -> Any:
         if isinstance(node, tirx.BufferLoad):
             for seen, value in staged:
-                if tvm.ir.structural_equal(seen, node):
+                if _same_read(seen, node):
                     return value
         return None
 
@@ -90,6 +89,18 @@ def _stage(em: EmitContext, load: Any, loop_vars: list[Any], extents: list[int],
     em.tiles[buf.data] = tile
     emit_global_read(em, tirx.BufferStore(buf, load, vars_), tile, vars_, list(shape), loop)
     return tirx.BufferLoad(buf, vars_)
+
+
+def _same_read(a: Any, b: Any) -> bool:
+    """Whether two global reads read the same elements of the same tensor.
+
+    ``structural_equal`` alone is not enough: it maps the buffers' data variables onto each
+    other, so ``X0[r, c]`` and ``X1[r, c]`` of two tensors of one shape compared equal and
+    both read X0's staged tile (``T.min(X0, X0 / (abs(X1) + 1))`` computed ``X0 / (abs(X0) + 1)``).
+    """
+    import tvm
+
+    return bool(a.buffer.data.same_as(b.buffer.data)) and bool(tvm.ir.structural_equal(a, b))
 
 
 def _mentions(e: Any, var: Any) -> bool:
