@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from tilelang_tpu.codegen.emit.elements import SCALAR_DTYPES, element_value
 from tilelang_tpu.codegen.emit.gather import emit_global_read
 from tilelang_tpu.codegen.emit.half_elements import HALF_DTYPES
+from tilelang_tpu.codegen.ir import same_expr
 from tilelang_tpu.codegen.layout import storage_dims, storage_type, to4
 from tilelang_tpu.codegen.values import Tile
 
@@ -47,14 +48,14 @@ def stage_global_reads(em: EmitContext, store: Any, loop_vars: list[Any], extent
             tirx.stmt_functor.post_order_visit(tirx.Evaluate(index), lambda n: inner.append(n) if isinstance(n, tirx.BufferLoad) else None)
     staged: list[tuple[Any, Any]] = []  # (global load, its replacement), staged here: errors are raised outside TVM callbacks
     for load in loads:
-        if any(load.same_as(n) for n in inner) or any(_same_read(seen, load) for seen, _ in staged):
+        if any(load.same_as(n) for n in inner) or any(same_expr(seen, load) for seen, _ in staged):
             continue
         staged.append((load, _stage(em, load, loop_vars, extents, loop)))
 
     def visit(node: Any) -> Any:
         if isinstance(node, tirx.BufferLoad):
             for seen, value in staged:
-                if _same_read(seen, node):
+                if same_expr(seen, node):
                     return value
         return None
 
@@ -89,18 +90,6 @@ def _stage(em: EmitContext, load: Any, loop_vars: list[Any], extents: list[int],
     em.tiles[buf.data] = tile
     emit_global_read(em, tirx.BufferStore(buf, load, vars_), tile, vars_, list(shape), loop)
     return tirx.BufferLoad(buf, vars_)
-
-
-def _same_read(a: Any, b: Any) -> bool:
-    """Whether two global reads read the same elements of the same tensor.
-
-    ``structural_equal`` alone is not enough: it maps the buffers' data variables onto each
-    other, so ``X0[r, c]`` and ``X1[r, c]`` of two tensors of one shape compared equal and
-    both read X0's staged tile (``T.min(X0, X0 / (abs(X1) + 1))`` computed ``X0 / (abs(X0) + 1)``).
-    """
-    import tvm
-
-    return bool(a.buffer.data.same_as(b.buffer.data)) and bool(tvm.ir.structural_equal(a, b))
 
 
 def _mentions(e: Any, var: Any) -> bool:
