@@ -237,3 +237,34 @@ def test_softmax_row_sum_needs_no_division_fix() -> None:
     x = torch.randn(64, 128) * 30
     torch.testing.assert_close(_run(kernel, x), torch.softmax(x, dim=1), rtol=1e-4, atol=1e-6)
     assert "lt_select" in _source(divide, [1])
+
+
+def test_a_product_of_two_tiles_is_no_square() -> None:
+    """``sum(x * y) / N + eps`` of two tiles of one shape may be negative or tiny: no ``frsqrt``
+    (``structural_equal`` equated ``x[i, j] * y[i, j]`` with ``x[i, j] * x[i, j]``; the same
+    confusion made the differential run's WRONG results in ``codegen.emit.staging``).  The
+    square of one tile still gets ``frsqrt``."""
+
+    def kernel(square: bool) -> Any:
+        @T.prim_func
+        def dot_norm(X: T.Tensor((64, 32), "float32"), Z: T.Tensor((64, 32), "float32"), Y: T.Tensor((64, 32), "float32")):
+            with T.Kernel(1, threads=1) as bx:
+                x = T.alloc_fragment((64, 32), "float32")
+                z = T.alloc_fragment((64, 32), "float32")
+                p = T.alloc_fragment((64, 32), "float32")
+                s = T.alloc_fragment((64,), "float32")
+                T.copy(X[bx * 64, 0], x)
+                T.copy(Z[bx * 64, 0], z)
+                for i, j in T.Parallel(64, 32):
+                    p[i, j] = x[i, j] * (x[i, j] if square else z[i, j])
+                T.reduce_sum(p, s, dim=1)
+                for i in T.Parallel(64):
+                    s[i] = T.rsqrt(s[i] / 32 + 1e-6)
+                for i, j in T.Parallel(64, 32):
+                    x[i, j] = x[i, j] * s[i]
+                T.copy(x, Y[bx * 64, 0])
+
+        return dot_norm
+
+    assert "tiu::frsqrt" in _source(kernel(True), [2])
+    assert "tiu::frsqrt" not in _source(kernel(False), [2])

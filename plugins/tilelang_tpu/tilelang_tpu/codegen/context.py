@@ -127,13 +127,18 @@ class EmitContext:
         ``build`` must depend on no variable of the kernel, only on constants."""
         if key in self.hoisted_tiles:
             return self.hoisted_tiles[key]
-        saved, indent = self.lines, self.indent
-        self.lines, self.indent = [], 1
+        # ``build`` may hoist in turn (a scratch tile hoists its shape): those lines go at the start
+        # of ``build``'s own lines, so the kernel's prologue index moves only once, below, by
+        # everything built (moving it for the nested lines too put the next hoisted lines one
+        # line later each time, and the loop-body marks of walk._unpipeline_per_element missed
+        # their ``ppl::enable_pipeline()``: a per-element body stayed pipelined, wrong results).
+        saved, indent, prologue = self.lines, self.indent, self.prologue
+        self.lines, self.indent, self.prologue = [], 1, 0
         try:
             name = build()
             built = self.lines
         finally:
-            self.lines, self.indent = saved, indent
+            self.lines, self.indent, self.prologue = saved, indent, prologue
         self.lines[self.prologue : self.prologue] = built
         self.prologue += len(built)
         self.hoisted_tiles[key] = name

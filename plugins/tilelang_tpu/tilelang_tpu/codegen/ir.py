@@ -24,6 +24,7 @@ __all__ = [
     "parallel_store",
     "pipelinable_grid_loop",
     "region",
+    "same_expr",
     "same_index",
     "same_var",
     "squeeze",
@@ -187,6 +188,27 @@ def is_const(e: Any) -> bool:
     from tvm import tirx
 
     return isinstance(e, tirx.IntImm)
+
+
+def same_expr(a: Any, b: Any) -> bool:
+    """Whether two expressions compute the same value: structurally equal, their free variables
+    the same, and every buffer they read the same buffer.
+
+    ``tvm.ir.structural_equal`` alone maps the buffers of two loads onto each other even with
+    ``map_free_vars=False``: ``X0[i, j]`` and ``X1[i, j]`` of two tensors of one shape compare
+    equal (found by the differential run: ``T.min(X0, X0 / (abs(X1) + 1))`` read X0 twice).
+    """
+    from tvm import ir, tirx
+
+    if not ir.structural_equal(a, b, map_free_vars=False):
+        return False
+    loads: tuple[list[Any], list[Any]] = ([], [])
+    for e, found in zip((a, b), loads, strict=True):
+        tirx.stmt_functor.post_order_visit(
+            tirx.Evaluate(e) if isinstance(e, tirx.PrimExpr) else e,
+            lambda n, f=found: f.append(n) if isinstance(n, tirx.BufferLoad) else None,
+        )
+    return len(loads[0]) == len(loads[1]) and all(p.buffer.data.same_as(q.buffer.data) for p, q in zip(*loads, strict=True))
 
 
 def same_index(a: Any, b: Any) -> bool:

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tilelang_tpu.codegen.ir import op_name, parallel_store, region, tile_call, whole
+from tilelang_tpu.codegen.ir import op_name, parallel_store, region, same_expr, tile_call, whole
 
 __all__ = [
     "DIVISOR_RANGE",
@@ -321,9 +321,7 @@ def expr_range(e: Any, before: Sequence[Any], depth: int = _DEPTH) -> Interval |
 
 
 def _same(a: Any, b: Any) -> bool:
-    from tvm import ir
-
-    return bool(ir.structural_equal(a, b, map_free_vars=False))
+    return same_expr(a, b)  # not structural_equal alone: it equates X0[i] * X1[i] with a square
 
 
 def _monotone_load(e: Any) -> tuple[Any, Any] | None:

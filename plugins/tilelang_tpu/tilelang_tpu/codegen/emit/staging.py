@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from tilelang_tpu.codegen.emit.elements import SCALAR_DTYPES, element_value
 from tilelang_tpu.codegen.emit.gather import emit_global_read
 from tilelang_tpu.codegen.emit.half_elements import HALF_DTYPES
+from tilelang_tpu.codegen.ir import same_expr
 from tilelang_tpu.codegen.layout import storage_dims, storage_type, to4
 from tilelang_tpu.codegen.values import Tile
 
@@ -34,7 +35,6 @@ __all__ = ["stage_global_reads"]
 def stage_global_reads(em: EmitContext, store: Any, loop_vars: list[Any], extents: list[int], loop: Any) -> Any:
     """``store`` with every read of a global tensor in its value replaced by a read of a tile
     (or a scalar) that holds the same elements, loaded just now."""
-    import tvm
     from tvm import tirx
 
     loads: list[Any] = []
@@ -48,14 +48,14 @@ def stage_global_reads(em: EmitContext, store: Any, loop_vars: list[Any], extent
             tirx.stmt_functor.post_order_visit(tirx.Evaluate(index), lambda n: inner.append(n) if isinstance(n, tirx.BufferLoad) else None)
     staged: list[tuple[Any, Any]] = []  # (global load, its replacement), staged here: errors are raised outside TVM callbacks
     for load in loads:
-        if any(load.same_as(n) for n in inner) or any(tvm.ir.structural_equal(seen, load) for seen, _ in staged):
+        if any(load.same_as(n) for n in inner) or any(same_expr(seen, load) for seen, _ in staged):
             continue
         staged.append((load, _stage(em, load, loop_vars, extents, loop)))
 
     def visit(node: Any) -> Any:
         if isinstance(node, tirx.BufferLoad):
             for seen, value in staged:
-                if tvm.ir.structural_equal(seen, node):
+                if same_expr(seen, node):
                     return value
         return None
 
