@@ -8,7 +8,7 @@ Layers are found by definition, not by file name (issue 21):
   ``TensorParam``, ``CompiledKernel``, ``KernelAdapter``, ``Toolchain``, ``TilecoreError``, the hook
   markers and specs); target <= 350 code lines;
 * helpers: what a backend may call (``tilecore/kit/``; before the split, the same modules at the top);
-* features: the remote cache, the CLI, the conformance suite and the backend template;
+* features: the remote cache, the executor, the CLI, the conformance suite and the backend template;
 * machinery: the rest (registry, bridge, launch, activation, the package face); target: helpers and
   machinery together <= 2,400 code lines, and no module of ``tilecore/`` over 350 lines.
 """
@@ -33,7 +33,7 @@ VENDOR_NAMES = {
     "tilecore_declare_targets",
 }
 HELPERS = ("tilecore/kit/", *(f"tilecore/{m}.py" for m in ("supply", "artifacts", "paths", "host_compiler", "testing")))
-FEATURES = ("tilecore/remote/", "tilecore/cli/", "tilecore/conformance/", "tilecore/template.py")
+FEATURES = ("tilecore/remote/", "tilecore/executor/", "tilecore/cli/", "tilecore/conformance/", "tilecore/template.py")
 LAYERS = ("contract", "helpers", "machinery", "features")
 CONTRACT_MAX, CORE_MAX, MODULE_MAX = 350, 2400, 350
 
