@@ -378,7 +378,16 @@ def thread_guard_kernel(M: int, N: int, BM: int, dtype: str, low: int) -> Any:
 
 @pytest.mark.parametrize(("M", "N", "BM", "dtype"), [(1, 5, 1, "float32"), (130, 33, 64, "float16"), (65, 40, 65, "bfloat16")])
 def test_tile_work_under_a_thread_index_guard(M: int, N: int, BM: int, dtype: str) -> None:
-    kernel = tilelang.compile(thread_guard_kernel(M, N, BM, dtype, 128), target="tpu")
+    from tilelang_tpu.codegen import TpuCodegenError
+
+    try:
+        kernel = tilelang.compile(thread_guard_kernel(M, N, BM, dtype, 128), target="tpu")
+    except TpuCodegenError as err:
+        # tilelang 0.1.14 binds the thread index another way (docs/tilelang-releases.md): the guard is
+        # not resolved there and the kernel keeps the named per-thread-indexing refusal, never a wrong result.
+        if not tilelang.__version__.startswith("0.1.14") or "per-thread indexing" not in str(err):
+            raise
+        pytest.skip("tilelang 0.1.14: a thread-index guard stays per-thread indexing, refused by name")
     a = torch.randn(M, N).to(FLOATS[dtype])
     b, c = torch.zeros(M, N, dtype=FLOATS[dtype]), torch.zeros(M, N, dtype=FLOATS[dtype])
     run_checked(kernel, a, b, c, inputs=(0,))
