@@ -111,7 +111,7 @@ class TuneJob:
         """Why this sweep must run in tilelang's own pool, or ``None`` when it can be shipped."""
         opts, profile = self.options, self._tuner.profile_args
         if opts.get("enable_grouped_compile") or opts.get("benchmark_multi_gpu"):
-            return "grouped compilation and multi-GPU benchmarking are tilelang's own (CUDA) paths"
+            return "grouped compilation and multi-GPU benchmarking run only in tilelang's own tuner"
         if profile.manual_check_prog is not None:
             return "manual_check_prog is not supported by the executor"
         if self._tuner.compile_args.execution_backend == "torch":
