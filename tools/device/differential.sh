@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Runs on a device machine (see the device tool's README), from the repository root, with `.diffarm`
+# carried (built by tools/device/payload.sh): the tpu differential in SHARDS processes, one seed each
+# (FIRST_SEED, FIRST_SEED+1, ...), each drawing programs for MINUTES, then merges the shards.
+#   bash tools/device/differential.sh 60 7001 7.5          # results under $OUT (or ./.diffarm/out)
+# Each shard has its own TMPDIR and caches; nothing is written outside them and $OUT.
+set -u
+shards=${1:?shards} first=${2:?first seed} minutes=${3:?minutes}
+out=${OUT:-$PWD/.diffarm/out}
+mkdir -p "$out"
+work=$(mktemp -d /tmp/tilecore-diff.XXXXXX)
+site=$work/site
+mkdir -p "$site" "$work/tc"
+tar -C "$site" -xJf .diffarm/sitetpu.tar.xz
+tar -C "$work/tc" -xJf .diffarm/tc.tar.xz
+python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" .diffarm/ours/*.whl >/dev/null
+python3 -c "import site, sysconfig; open(sysconfig.get_paths()['purelib'] + '/zz-tilecore-payload.pth', 'w').write('import site; site.addsitedir(%r)\\n' % '$site')"
+export PYTHONPATH=$site TILELANG_TPU_TOOLCHAIN_DIR=$work/tc/toolchain PYTHONUNBUFFERED=1
+# ppl-compile 1.30.2 hard-codes GCC 12 / 11 header paths; DIFF_GCC11_LINK=1 applies the old workaround
+# (a c++/11 -> 12 link) to compare with the backend's own header selection.
+if [ "${DIFF_GCC11_LINK:-0}" = 1 ] && [ -d /usr/include/x86_64-linux-gnu/c++/12 ] && [ ! -e /usr/include/x86_64-linux-gnu/c++/11 ]; then
+  ln -s 12 /usr/include/x86_64-linux-gnu/c++/11
+fi
+{ uname -a; nproc; python3 --version; g++ --version | head -1; ls /usr/include/c++ /usr/include/x86_64-linux-gnu/c++ 2>&1
+  python3 -c 'import tilelang, hypothesis, torch; print("tilelang", tilelang.__version__, "hypothesis", hypothesis.__version__, "torch", torch.__version__)'
+  python3 -m tilecore.cli list 2>&1 | head -20; } > "$out/env.txt" 2>&1
+# Smoke: one small program batch first, so a broken payload costs seconds, not the whole call.
+mkdir -p "$work/smoke"
+TMPDIR=$work/smoke TILECORE_CACHE_DIR=$work/smoke/tc TILELANG_CACHE_DIR=$work/smoke/tl \
+  python3 benchmarks/tpu_differential.py --count 8 --seed 1 --no-shrink --quiet > "$out/smoke.txt" 2>&1
+cat "$out/smoke.txt" | tail -25
+grep -qE "^tpu: match [1-9]" "$out/smoke.txt" || { echo "smoke: tpu matched nothing; stopping"; cat "$out/env.txt"; exit 3; }
+for i in $(seq 0 $((shards - 1))); do
+  s=$((first + i)); d=$work/s$s; mkdir -p "$d"
+  TMPDIR=$d TILECORE_CACHE_DIR=$d/tc TILELANG_CACHE_DIR=$d/tl nice -n 5 \
+    python3 benchmarks/tpu_differential.py --count 5000 --seed $s --minutes "$minutes" --no-shrink --quiet \
+    --summary "$work/shard$s.json" > "$d/log.txt" 2>&1 &
+done
+wait
+python3 benchmarks/tpu_differential_merge.py "$work"/shard*.json --out "$out/merged.json" | tee "$out/merged.txt"
+rc=${PIPESTATUS[0]}
+ls "$work"/shard*.json | wc -l
+for f in "$work"/s*/log.txt; do grep -l "Traceback" "$f" >/dev/null && { echo "== $f"; tail -5 "$f"; }; done | head -40
+rm -rf "$work"
+exit $rc

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Builds .diffarm/ (ignored: add `/.diffarm/` to .git/info/exclude): what a bare GPU device machine of
+# this workplace needs to run the tpu differential (tools/device/differential.sh) or the cuda
+# conformance suite (tools/device/cuda.sh).  The device has Python 3.12, torch and numpy but no
+# tilelang, and the working tree travels in 64 MiB, so everything is xz-packed:
+#   sitetpu.tar.xz  tilelang 0.1.15 (no cutlass / C++ sources), tvm-ffi, z3, ml_dtypes, hypothesis (~25 MB)
+#   site.tar.xz     the same with cutlass and every source tilelang's CUDA codegen includes  (~39 MB)
+#   tc.tar.xz       the tpu_mlir 1.30.2 toolchain from `tilelang-tpu toolchain install`, stripped (~28 MB)
+#   ours/           wheels of tilecore and the backends, built from this checkout, and small pure needs
+# Usage: tools/device/payload.sh [tpu|cuda|all]   (run from the repository root, after `make setup`)
+set -euo pipefail
+what=${1:-all}
+out=.diffarm
+mkdir -p "$out/whl" "$out/ours"
+py=.venv/bin/python
+platforms=""
+for p in manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux_2_24_x86_64 manylinux_2_27_x86_64 manylinux_2_28_x86_64 manylinux_2_31_x86_64 manylinux_2_34_x86_64 manylinux_2_35_x86_64; do
+  platforms="$platforms --platform $p"
+done
+hyp=$($py -c 'import hypothesis; print(hypothesis.__version__)')  # the same draws as here
+for req in tilelang==0.1.15 apache-tvm-ffi==0.1.12 z3-solver==4.15.4.0 ml_dtypes==0.6.0 cloudpickle \
+           torch-c-dlpack-ext "hypothesis==$hyp" sortedcontainers; do
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    $platforms -d "$out/whl" "$req"
+done
+rm -f "$out"/ours/*.whl
+# Small pure-Python needs the device image may lack; installed from ours/ beside our wheels.
+for req in pluggy packaging filelock platformdirs tqdm psutil typing_extensions pytest iniconfig pygments; do
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    $platforms -d "$out/ours" "$req"
+done
+$py -m pip wheel -q --no-deps -w "$out/ours" . ./plugins/tilelang_tpu ./plugins/tilelang_cuda ./examples/democpu
+
+stage=$(mktemp -d "${TMPDIR:-/tmp}/tilecore-payload.XXXXXX")
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/site"
+for w in "$out"/whl/*.whl; do (cd "$stage/site" && unzip -q -o "$OLDPWD/$w"); done
+rm -rf "$stage"/site/z3_solver-*.data
+(cd "$stage/site/z3/lib" && rm -f libz3.so && ln -s libz3.so.* libz3.so)   # the wheel ships the library twice
+if [ "$what" != tpu ]; then
+  tar -C "$stage/site" -cf - . | xz -9e -T1 > "$out/site.tar.xz"
+fi
+if [ "$what" != cuda ]; then
+  (cd "$stage/site/tilelang" && rm -rf 3rdparty/cutlass 3rdparty/tvm/src src/ascend src/metal src/webgpu src/rocm src/cuda)
+  tar -C "$stage/site" -cf - . | xz -9e -T1 > "$out/sitetpu.tar.xz"
+  root=$($py -c 'from tilelang_tpu.setup import install_root; print(install_root())')
+  mkdir -p "$stage/tc"
+  cp -a "$root" "$stage/tc/toolchain"
+  rm -f "$stage"/tc/toolchain/*/tpu_mlir/lib/libcmodel_bm1684x.so "$stage"/tc/toolchain/.install-*.lock
+  strip "$stage"/tc/toolchain/*/tpu_mlir/cross_toolchains/ppl_compile/bin/ppl-compile \
+        "$stage"/tc/toolchain/*/tpu_mlir/lib/third_party/libdnnl.so.3
+  tar -C "$stage/tc" -cf - toolchain | xz -9e -T1 > "$out/tc.tar.xz"
+fi
+ls -la "$out" "$out/ours"
