@@ -27,7 +27,7 @@ from tilelang_tpu.codegen.emit.elements import (
     scalar_capable,
     sync,
 )
-from tilelang_tpu.codegen.emit.half_elements import release_shadows, shadow_half_tiles
+from tilelang_tpu.codegen.emit.half_elements import half_cast, release_shadows, shadow_half_tiles
 from tilelang_tpu.codegen.emit.parallel import elementwise, emit_parallel
 from tilelang_tpu.codegen.emit.reshape import reshape_global
 from tilelang_tpu.codegen.emit.serial_ops import emit_fill_elements, per_element_loop
@@ -49,6 +49,7 @@ def run(em: EmitContext) -> None:
     """Plan the kernel, declare its global views, then print its body into ``em.lines``."""
     em.walk = lambda s: stmt(em, s)
     em.element_load = lambda load: element_value(em, load)
+    em.half_cast = lambda value, source, dtype, guard: half_cast(em, value, source, dtype, guard)
     em.element_tiles = element_tiles(em.func.body)
     em.plan = plan_kernel(em.func.body)
     em.split = grid_split(em.func.body, em.cores)
