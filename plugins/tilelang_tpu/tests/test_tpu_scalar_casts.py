@@ -163,3 +163,42 @@ def test_16_bit_casts_feeding_an_accumulator(src: str, chain: tuple[str, ...]) -
     y = torch.zeros(M, dtype=TORCH[chain[-1]])
     run_checked(kernel, x, y, inputs=(0,))
     assert torch.equal(y, _expected(x, chain, "accumulate", 1))
+
+
+def half_scalars_kernel(dtype: str) -> Any:
+    """A 16-bit ``T.alloc_var`` accumulating ``+1`` from 2048 (fp16) / 256 (bf16), and a 16-bit let
+    binding of a product: each holds a value of its type, as on every other target."""
+    start = 2048.0 if dtype == "float16" else 256.0
+
+    @T.prim_func
+    def half_scalars(X: T.Tensor((M, N), "int32"), Y: T.Tensor((M,), "float32"), Z: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=1):
+            acc = T.alloc_var(dtype)
+            y = T.alloc_fragment((M,), "float32")
+            z = T.alloc_fragment((M, N), "float32")
+            for i in T.serial(M):
+                acc = T.cast(start, dtype)
+                for j in T.serial(N):
+                    acc = acc + T.cast(1.0, dtype)
+                y[i] = T.cast(acc, "float32")
+                for j in T.serial(N):
+                    v = T.cast(X[i, j], dtype) * T.cast(3.0, dtype)
+                    z[i, j] = T.cast(v, "float32")
+            T.copy(y, Y)
+            T.copy(z, Z)
+
+    return half_scalars
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16_bit_scalars_hold_values_of_their_type(dtype: str) -> None:
+    kernel = tilelang.compile(half_scalars_kernel(dtype), target="tpu")
+    x = torch.randint(-5000, 5000, (M, N), dtype=torch.int32)
+    y, z = torch.zeros(M), torch.zeros(M, N)
+    run_checked(kernel, x, y, z, inputs=(0,))
+    t = TORCH[dtype]
+    acc = torch.full((M,), 2048.0 if dtype == "float16" else 256.0, dtype=t)
+    for _ in range(N):
+        acc = acc + torch.ones((), dtype=t)  # rounds each step: stays put
+    assert torch.equal(y, acc.float())
+    assert torch.equal(z, (x.to(t) * torch.tensor(3.0, dtype=t)).float())
