@@ -178,7 +178,7 @@ def half_scalars_kernel(dtype: str) -> Any:
             z = T.alloc_fragment((M, N), "float32")
             for i in T.serial(M):
                 acc = T.cast(start, dtype)
-                for j in T.serial(N):
+                for _j in T.serial(N):
                     acc = acc + T.cast(1.0, dtype)
                 y[i] = T.cast(acc, "float32")
                 for j in T.serial(N):
@@ -202,3 +202,32 @@ def test_16_bit_scalars_hold_values_of_their_type(dtype: str) -> None:
         acc = acc + torch.ones((), dtype=t)  # rounds each step: stays put
     assert torch.equal(y, acc.float())
     assert torch.equal(z, (x.to(t) * torch.tensor(3.0, dtype=t)).float())
+
+
+def scalar_operand_kernel(rows: int, cols: int, block: int) -> Any:
+    @T.prim_func
+    def scalar_operand(X: T.Tensor((rows, cols), "bfloat16"), Y: T.Tensor((rows, cols), "bfloat16")):
+        with T.Kernel(rows // block, threads=1) as bx:
+            x = T.alloc_shared((block, cols), "bfloat16")
+            y = T.alloc_fragment((block, cols), "bfloat16")
+            T.copy(X[bx * block, 0], x)
+            for i, j in T.Parallel(block, cols):
+                y[i, j] = x[i, j] * T.cast(bx * 1000 + 257, "bfloat16")
+            T.copy(y, Y[bx * block, 0])
+
+    return scalar_operand
+
+
+def test_16_bit_cast_of_a_block_index_as_a_tile_op_operand() -> None:
+    """``T.cast(bx * 1000 + 257, "bfloat16")`` as a scalar operand of ``tiu::fmul``: the cast's lines
+    (and their wait) are emitted inside the T.Parallel scope, the grid loop holding the wait is not
+    pipelined, and the product is torch's (a coverage test of the scalar-cast path in a tile op: the
+    bf16 ``fmul`` rounded its float operand by itself before)."""
+    rows, cols, block = 256, 64, 64
+    kernel = tilelang.compile(scalar_operand_kernel(rows, cols, block), target="tpu")
+    assert "ppl::enable_pipeline" not in kernel.get_kernel_source()
+    x = torch.randn(rows, cols).to(torch.bfloat16)
+    y = torch.zeros(rows, cols, dtype=torch.bfloat16)
+    run_checked(kernel, x, y, inputs=(0,))
+    scale = (torch.arange(rows) // block * 1000 + 257).to(torch.bfloat16).unsqueeze(1)
+    assert torch.equal(y, x * scale)
