@@ -31,6 +31,7 @@ from tilecore.kit.host_compiler import find_host_compiler
 from tilecore.kit.paths import cache_dir
 from tilelang_tpu import __version__, abi
 from tilelang_tpu.chips import error_owner
+from tilelang_tpu.cxx_headers import cxx_include_dirs
 from tilelang_tpu.setup import TpuToolchain
 from tilelang_tpu.target import pcie_unsupported
 
@@ -122,6 +123,9 @@ def _ppl_compile(source_path: Path, out: Path, chip: str, toolchain: TpuToolchai
         str(source_path),
         "--I",
         str(toolchain.include_dir),
+        # One consistent libstdc++ header set, searched before the folders ppl-compile adds by itself
+        # (it hard-codes GCC 11/12 ones, which mixed with GCC 13's on Ubuntu 24.04: tilelang_tpu.cxx_headers).
+        *(arg for folder in cxx_include_dirs() for arg in ("-I", str(folder))),
         "--chip",
         toolchain.chip_code(chip),
         "--O2",

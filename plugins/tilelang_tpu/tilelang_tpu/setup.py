@@ -40,6 +40,7 @@ from pathlib import Path
 from tilecore import Toolchain, ToolchainError
 from tilecore.kit.paths import cache_root
 from tilelang_tpu.chips import CHIPS, FALLBACK_CHIP_CODES, TARGET_NAME, error_owner
+from tilelang_tpu.cxx_headers import cxx_include_dirs
 
 logger = logging.getLogger("tilelang_tpu")
 
@@ -121,8 +122,13 @@ class TpuToolchain:
 
     def as_toolchain(self) -> Toolchain:
         chips = [c for c in CHIPS if not self.missing_libraries(c)]
+        try:
+            headers = f"C++ headers for ppl-compile: {', '.join(map(str, cxx_include_dirs()))}"
+        except ToolchainError as err:  # every compile raises it too; doctor shows it beforehand
+            headers = f"WARNING: {err}"
         notes = (
             f"ppl-compile: {self.ppl_compile}",
+            headers,
             f"runtime libraries: {', '.join(map(str, self.library_dirs)) or '<none>'}",
             f"emulator chips: {', '.join(chips) or '<none>'}",
             *(f"WARNING: {warning}" for warning in self.warnings),

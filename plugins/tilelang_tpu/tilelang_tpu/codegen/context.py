@@ -17,7 +17,7 @@ from typing import Any
 from tilelang_tpu.codegen.ir import is_const, is_zero, stmt_text
 from tilelang_tpu.codegen.layout import WORD_PAIR_DTYPES, dim4, offset4, to4
 from tilelang_tpu.codegen.plan import GridSplit, KernelPlan
-from tilelang_tpu.codegen.scalar import ScalarPrinter, Unsupported
+from tilelang_tpu.codegen.scalar import HalfCast, ScalarPrinter, Unsupported
 from tilelang_tpu.codegen.values import CodegenError, GlobalTensor, Namer, Tile
 
 __all__ = ["NOT_PIPELINED", "EmitContext"]
@@ -62,6 +62,8 @@ class EmitContext:
     elements_ok: bool = False
     walk: Callable[[Any], None] | None = None
     element_load: Callable[[Any], str] | None = None
+    # A cast to fp16/bf16 in a scalar expression, rounded by the TIU (codegen.emit.half_elements.half_cast).
+    half_cast: HalfCast | None = None
     element_tiles: set[Any] = field(default_factory=set)  # data vars of tiles per-element code touches
     half_shadows: dict[Any, str] = field(default_factory=dict)  # 16-bit tile -> its fp32 copy (codegen.emit.half_elements)
 
@@ -69,7 +71,7 @@ class EmitContext:
         from tvm import arith
 
         self.analyzer = arith.Analyzer()
-        self.scalar = ScalarPrinter(self.ids.of_var, self.analyzer, self._scalar_load)
+        self.scalar = ScalarPrinter(self.ids.of_var, self.analyzer, self._scalar_load, self._half_cast)
 
     def fail(self, construct: str, node: Any = None, hint: str = "") -> CodegenError:
         where = self.stmt_text if node is None else stmt_text(node)
@@ -100,6 +102,11 @@ class EmitContext:
             return self.expr(e)
         finally:
             self.elements_ok = saved
+
+    def _half_cast(self, value: str, source: str, dtype: str, guard: str) -> str:
+        if self.half_cast is None:
+            raise Unsupported(f"scalar cast of a {source} value to {dtype} outside a kernel body")
+        return self.half_cast(value, source, dtype, guard)
 
     def _scalar_load(self, load: Any) -> str:
         data = load.buffer.data

@@ -4,6 +4,7 @@ index helpers (no emission, no state)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from tilelang_tpu.codegen.values import CodegenError
@@ -25,6 +26,7 @@ __all__ = [
     "pipelinable_grid_loop",
     "region",
     "same_expr",
+    "same_exprs",
     "same_index",
     "same_var",
     "squeeze",
@@ -209,6 +211,11 @@ def same_expr(a: Any, b: Any) -> bool:
             lambda n, f=found: f.append(n) if isinstance(n, tirx.BufferLoad) else None,
         )
     return len(loads[0]) == len(loads[1]) and all(p.buffer.data.same_as(q.buffer.data) for p, q in zip(*loads, strict=True))
+
+
+def same_exprs(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    """:func:`same_expr` of two lists of expressions (indices, region bounds), element by element."""
+    return len(a) == len(b) and all(same_expr(x, y) for x, y in zip(a, b, strict=True))
 
 
 def same_index(a: Any, b: Any) -> bool:

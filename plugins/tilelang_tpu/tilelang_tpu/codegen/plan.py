@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from tilelang_tpu.codegen.ir import is_ret, op_name, pipelinable_grid_loop, region, tile_call, whole
+from tilelang_tpu.codegen.ir import is_ret, op_name, pipelinable_grid_loop, region, same_exprs, tile_call, whole
 from tilelang_tpu.grid import is_marked_grid_loop
 
 __all__ = ["GridSplit", "KernelPlan", "clearing_reduce", "first_step_gemm", "grid_loops", "grid_split", "overwriting_gemm", "plan_kernel"]
@@ -419,7 +419,7 @@ def _atomic_safe_loops(body: Any, loops: tuple[Any, ...], atomics: list[Any]) ->
     ``|c|`` at least the region's extent there.  Then blocks of two
     cores differ in some ``v`` and their regions are disjoint.
     """
-    from tvm import arith, ir, tirx
+    from tvm import arith, tirx
 
     one_core = "T.atomic_add is atomic only while one core walks the grid"
     destinations: dict[Any, tuple[list[Any], list[Any]]] = {}
@@ -432,7 +432,7 @@ def _atomic_safe_loops(body: Any, loops: tuple[Any, ...], atomics: list[Any]) ->
         aligned = [tirx.const(1, "int32")] * (len(extents) - len(tile_extents)) + tile_extents
         extents = [arith.Analyzer().simplify(tirx.max(e, t)) for e, t in zip(extents, aligned, strict=True)]
         known = destinations.setdefault(dst.data, (mins, extents))
-        if not (ir.structural_equal(known[0], mins) and ir.structural_equal(known[1], extents)):
+        if not (same_exprs(known[0], mins) and same_exprs(known[1], extents)):  # not structural_equal: X0[0] is not X1[0]
             return (), f"{one_core} (two T.atomic_add forms write {dst.name})"
 
     def touches(node: Any) -> list[Any]:

@@ -7,12 +7,21 @@ C expression by :class:`ScalarPrinter`.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from typing import Any
 
 from tilelang_tpu.codegen.ir import wrapping_cast
 
-__all__ = ["INFINITY", "ScalarPrinter", "Unsupported", "lowest_finite"]
+__all__ = ["HALF_DTYPES", "INFINITY", "HalfCast", "ScalarPrinter", "Unsupported", "lowest_finite", "round_to_half"]
+
+#: 16-bit float dtypes: C ``float``s in scalar code, holding exactly a value of their type.
+HALF_DTYPES = ("float16", "bfloat16")
+
+#: ``cast(value, source dtype, destination dtype, guard)``: the C name of a float holding ``value``
+#: (a C expression) rounded to the 16-bit destination, computed where ``guard`` (a C condition, or
+#: ``""``) holds (codegen.emit.half_elements.half_cast).
+HalfCast = Callable[[str, str, str, str], str]
 
 
 class Unsupported(Exception):
@@ -32,9 +41,29 @@ def lowest_finite(dtype: str) -> str:
     return "-" + _LARGEST.get(dtype, _LARGEST["float32"])
 
 
+def round_to_half(value: float, dtype: str) -> float:
+    """``value`` rounded as torch's ``.to(dtype)`` rounds it: to fp32 first, then to fp16/bf16
+    (round to nearest even, ±inf past the largest finite value)."""
+    try:
+        single = struct.unpack("<f", struct.pack("<f", value))[0]
+    except OverflowError:  # beyond fp32: inf in every 16-bit type too
+        return float("inf") if value > 0 else float("-inf")
+    if dtype == "float16":
+        try:
+            return float(struct.unpack("<e", struct.pack("<e", single))[0])
+        except OverflowError:  # struct refuses what IEEE rounds to inf (|x| >= 65520)
+            return float("inf") if single > 0 else float("-inf")
+    bits = struct.unpack("<I", struct.pack("<f", single))[0]
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000  # bf16: the top half, rounded to nearest even
+    return float(struct.unpack("<f", struct.pack("<I", bits))[0])
+
+
 def _float_literal(value: float, dtype: str) -> str:
     if value != value:
         raise Unsupported("NaN constant")
+    if dtype in HALF_DTYPES:
+        # TVM folds T.cast(257, "bfloat16") into a bfloat16 constant 257.0: the value its type holds is 256.
+        value = round_to_half(value, dtype)
     if value in (float("inf"), float("-inf")):
         # A real infinity, as on every other target: a fill, select or store of T.infinity is
         # seen by the user (the largest finite value in its place was a wrong result).
@@ -54,10 +83,15 @@ class ScalarPrinter:
     TIR's floor division.
     """
 
-    def __init__(self, names: dict[Any, str], analyzer: Any, load: Callable[[Any], str]) -> None:
+    def __init__(self, names: dict[Any, str], analyzer: Any, load: Callable[[Any], str], half_cast: HalfCast) -> None:
         self.names = names
         self.analyzer = analyzer
         self.load = load
+        self.half_cast = half_cast
+        #: C conditions under which the sub-expression being printed is evaluated (the branches of
+        #: ``?:``, the right side of ``&&``/``||``): a 16-bit cast computed ahead of its expression
+        #: (:meth:`_cast`) is computed only where they hold.
+        self.guards: list[str] = []
 
     def __call__(self, expr: Any) -> str:
         return self.print(expr)
@@ -66,6 +100,14 @@ class ScalarPrinter:
         from tvm import tirx
 
         return all(self.analyzer.can_prove(tirx.GE(e, tirx.const(0, e.dtype))) for e in exprs)
+
+    def _under(self, guard: str, e: Any) -> str:
+        """``e`` printed as evaluated only where ``guard`` holds."""
+        self.guards.append(guard)
+        try:
+            return self.print(e)
+        finally:
+            self.guards.pop()
 
     def print(self, e: Any) -> str:
         from tvm import tirx
@@ -95,12 +137,16 @@ class ScalarPrinter:
             tirx.GE: ">=",
             tirx.EQ: "==",
             tirx.NE: "!=",
-            tirx.And: "&&",
-            tirx.Or: "||",
         }
         for cls, op in binary.items():
             if isinstance(e, cls):
                 return f"({p(e.a)} {op} {p(e.b)})"
+        if isinstance(e, tirx.And):
+            a = p(e.a)
+            return f"({a} && {self._under(a, e.b)})"
+        if isinstance(e, tirx.Or):
+            a = p(e.a)
+            return f"({a} || {self._under(f'!({a})', e.b)})"
         if isinstance(e, (tirx.Div, tirx.Mod)) and "int" in str(e.dtype) and wrapping_cast(e.a, self.analyzer) is not None:
             raise Unsupported(
                 f"integer division or remainder {e} of a narrowing cast that may wrap (TVM may have rewritten a floor division as a truncating one)"
@@ -124,29 +170,31 @@ class ScalarPrinter:
         if isinstance(e, tirx.Not):
             return f"(!{p(e.a)})"
         if isinstance(e, tirx.Select):
-            return f"({p(e.condition)} ? {p(e.true_value)} : {p(e.false_value)})"
+            condition = p(e.condition)
+            return f"({condition} ? {self._under(condition, e.true_value)} : {self._under(f'!({condition})', e.false_value)})"
         if isinstance(e, tirx.Call) and str(getattr(e.op, "name", "")) in _BIT_OPS and "int" in str(e.dtype):
             # Simplify's strength reduction of division by a power of two: T.ceildiv(M, 64) of a
             # symbolic M becomes (M + 63) >> 6 (C's >> on int is the arithmetic shift TIR means).
             return f"({p(e.args[0])} {_BIT_OPS[str(e.op.name)]} {p(e.args[1])})"
         if isinstance(e, tirx.Cast):
-            ctype = _C_TYPES.get(str(e.dtype))
-            if ctype is None:
-                raise Unsupported(f"scalar cast to {e.dtype}")
-            if (
-                str(e.dtype) in ("float16", "bfloat16")
-                and str(e.value.dtype) in ("float32", "float16", "bfloat16")
-                and str(e.value.dtype) != str(e.dtype)
-                and not isinstance(e.value, tirx.FloatImm)
-            ):
-                # fp16/bf16 scalars are C floats here: the cast's rounding would be lost (found by the differential run:
-                # int32 -> fp16 -> bf16 -> fp32 in a T.serial loop gave 885 where torch gives 884).  Refuse, never round wrong.
-                raise Unsupported(
-                    f"scalar cast of a {e.value.dtype} value to {e.dtype} (PPL scalar code has no {e.dtype} type, so the "
-                    "rounding would be lost); cast a tile in T.Parallel instead"
-                )
-            return f"(({ctype}){p(e.value)})"
+            return self._cast(e)
         raise Unsupported(f"scalar expression {type(e).__name__} ({e})")
+
+    def _cast(self, e: Any) -> str:
+        from tvm import tirx
+
+        dtype, source = str(e.dtype), str(e.value.dtype)
+        ctype = _C_TYPES.get(dtype)
+        if ctype is None:
+            raise Unsupported(f"scalar cast to {dtype}")
+        if dtype not in HALF_DTYPES or source == dtype:
+            return f"(({ctype}){self.print(e.value)})"
+        if isinstance(e.value, (tirx.IntImm, tirx.FloatImm)):
+            return _float_literal(float(e.value.value), dtype)
+        # fp16/bf16 scalars are C floats here, so the cast must round by itself (printed as a plain
+        # (float) it kept every bit: int32 257 -> bf16 stayed 257, torch gives 256).  The TIU rounds
+        # it, as torch does: C's (float) first (exact but for integers past 2^24), then to 16 bits.
+        return self.half_cast(self.print(e.value), source, dtype, " && ".join(self.guards))
 
 
 _C_TYPES = {
@@ -158,7 +206,7 @@ _C_TYPES = {
     "uint32": "unsigned int",
     "bool": "bool",
     "float32": "float",
-    # fp16/bf16 scalars only ever feed tiu constants, which PPL takes as float.
+    # fp16/bf16 scalars are C floats holding a value of their type (casts to them round: ScalarPrinter._cast).
     "float16": "float",
     "bfloat16": "float",
 }

@@ -368,7 +368,9 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "through fp32, with the TIU's conversions: a loop of per-element code that only reads a 16-bit tile reads an fp32 "
         "copy made once before it (`tiu::cast`); any other access moves the element through a one-element scratch "
         "(`dma::move`/`load`/`store`, `tiu::cast` with the IEEE overflow fix, a wait). Arithmetic is in `float`, rounded "
-        "to the element type on each store. Performance: 2-3 instructions and a wait per element off the shadow path",
+        "to the element type on each store; every cast to fp16/bf16 in scalar code (from an integer, fp32 or the other "
+        "16-bit type) rounds through the same scratch as torch's `.to()` does (an integer through fp32 first). "
+        "Performance: 2-3 instructions and a wait per element off the shadow path",
         "codegen/emit/half_elements",
     ),
     Construct(

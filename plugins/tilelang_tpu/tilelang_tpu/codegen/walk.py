@@ -27,7 +27,7 @@ from tilelang_tpu.codegen.emit.elements import (
     scalar_capable,
     sync,
 )
-from tilelang_tpu.codegen.emit.half_elements import release_shadows, shadow_half_tiles
+from tilelang_tpu.codegen.emit.half_elements import HALF_DTYPES, half_cast, half_value, release_shadows, shadow_half_tiles
 from tilelang_tpu.codegen.emit.parallel import elementwise, emit_parallel
 from tilelang_tpu.codegen.emit.reshape import reshape_global
 from tilelang_tpu.codegen.emit.serial_ops import emit_fill_elements, per_element_loop
@@ -49,6 +49,7 @@ def run(em: EmitContext) -> None:
     """Plan the kernel, declare its global views, then print its body into ``em.lines``."""
     em.walk = lambda s: stmt(em, s)
     em.element_load = lambda load: element_value(em, load)
+    em.half_cast = lambda value, source, dtype, guard: half_cast(em, value, source, dtype, guard)
     em.element_tiles = element_tiles(em.func.body)
     em.plan = plan_kernel(em.func.body)
     em.split = grid_split(em.func.body, em.cores)
@@ -138,7 +139,8 @@ def stmt(em: EmitContext, s: Any) -> None:
         elif isinstance(s, tirx.Bind):
             if "int" not in str(s.var.dtype) and "float" not in str(s.var.dtype) and str(s.var.dtype) != "bool":
                 raise em.fail(f"binding of a {s.var.dtype} value")
-            value = em.element_expr(s.value)
+            dtype = str(s.var.dtype)
+            value = half_value(em, s.value, dtype) if dtype in HALF_DTYPES else em.element_expr(s.value)
             name = em.fresh(s.var.name)
             ctype = "bool" if str(s.var.dtype) == "bool" else "int" if "int" in str(s.var.dtype) else "float"
             em.emit(f"{ctype} {name} = {value};")
@@ -367,7 +369,9 @@ def while_(em: EmitContext, loop: Any) -> None:
 
 def buffer_store(em: EmitContext, s: Any) -> None:
     if s.buffer.data in em.scalars:
-        em.emit(f"{em.scalars[s.buffer.data]} = {em.element_expr(s.value)};")
+        # A 16-bit T.alloc_var holds a value of its type: the stored value is rounded (half_value).
+        value = half_value(em, s.value, str(s.buffer.dtype)) if str(s.buffer.dtype) in HALF_DTYPES else em.element_expr(s.value)
+        em.emit(f"{em.scalars[s.buffer.data]} = {value};")
         return
     tile_form = ((s.buffer.data in em.tiles or s.buffer.data in em.globals_) and all(is_const(i) for i in s.indices)) or (
         s.buffer.data in em.globals_ and _tile_values_only(em, s.value)

@@ -69,14 +69,15 @@ def branch_stores(em: EmitContext, branch: Any, loop: Any, stores_of: Callable[[
 
 def _paired(then: list[Assignment], other: list[Assignment]) -> bool:
     """Whether both branches store the same elements in the same order (none accumulating)."""
-    import tvm
+    from tilelang_tpu.codegen.ir import same_exprs
 
+    # same_exprs, not structural_equal: that equates o[i, j + r0[0]] with o[i, j + r1[0]] (two
+    # scalars of one shape), and the else-branch's store went to the then-branch's element.
     return (
         len(then) == len(other) > 0
         and all(not a and not b for (_, a), (_, b) in zip(then, other, strict=True))
         and all(
-            t.buffer.same_as(e.buffer) and tvm.ir.structural_equal(list(t.indices), list(e.indices))
-            for (t, _), (e, _) in zip(then, other, strict=True)
+            t.buffer.same_as(e.buffer) and same_exprs(list(t.indices), list(e.indices)) for (t, _), (e, _) in zip(then, other, strict=True)
         )
     )
 

@@ -49,6 +49,9 @@ OVERFLOW_LIMITS: dict[tuple[str, str], str] = {
 #: Integer dtypes converted by C's rules: (bits, signed).
 _INT_BITS = {"int8": (8, True), "uint8": (8, False), "int16": (16, True), "uint16": (16, False), "int32": (32, True)}
 
+#: Integer dtypes whose values fp32 does not hold exactly: converted to fp16/bf16 through fp32, as C does.
+_ROUNDED_TWICE = ("int32",)
+
 #: Dtypes :func:`emit_convert` converts between, every pair.
 CONVERT_DTYPES = (*FLOAT_DTYPES, *_INT_BITS)
 
@@ -81,6 +84,14 @@ def emit_convert(
         em.emit(f"tiu::cast({wide}, {src}, RM_TOWARDS_ZERO);")
         src, src_dtype = wide, "int32"
     if dst_dtype in FLOAT_DTYPES:
+        if dst_dtype != "float32" and src_dtype in _ROUNDED_TWICE:
+            # C and torch convert an integer to fp16/bf16 through float: int32 -> fp32 rounds first
+            # (past 2^24), then fp32 -> 16 bits.  tiu::cast int32 -> bf16 rounds once, which differs
+            # where the first rounding makes a tie (measured: 16842753 gave 16908288, torch 16777216).
+            wide = temp("float32")
+            em.emit(f"tiu::cast({wide}, {src});")
+            emit_cast(em, dst, wide, dst_dtype, "float32", temp, in_range or dst_dtype == "bfloat16")  # |int32| < bf16's max
+            return
         em.emit(f"tiu::cast({dst}, {src});")
         return
     bits, signed = _INT_BITS[dst_dtype]

@@ -221,11 +221,11 @@ def emit_element_store(em: EmitContext, store: Any) -> None:
 
     if str(store.buffer.dtype) in HALF_DTYPES:
         stored = store.value
-        if isinstance(stored, tirx.Cast) and str(stored.dtype) == str(store.buffer.dtype) and str(stored.value.dtype) == "float32":
-            # The cast to the element's own 16-bit type is the store's rounding: half_write rounds
-            # the fp32 value once, as the cast would (scalar code has no 16-bit type to cast to).
+        if isinstance(stored, tirx.Cast) and str(stored.dtype) == str(store.buffer.dtype):
+            # A cast to the element's own 16-bit type is the store's rounding: half_write rounds the
+            # value (an integer converted to float by C first, as torch does) once, as the cast would.
             stored = stored.value
-        half_write(em, store, em.expr(stored))  # through fp32 (codegen.emit.half_elements)
+        half_write(em, store, em.expr(stored))  # rounded by the TIU (codegen.emit.half_elements)
         return
     value = em.expr(store.value)
     guard = ""

@@ -14,6 +14,13 @@ exactly the values tilelang's ``c`` target computes (it converts through ``float
   ``dma::load``/``dma::store`` for global memory) and ``tiu::cast``, and a wait before the scalar
   unit reads it.  Two or three instructions and a wait per element: a performance note, keep
   such data in float32 tiles where speed matters.
+
+Casts to fp16/bf16 round the same way, wherever scalar code has one (:func:`half_cast`; a cast
+in ``T.serial`` code, in a loop bound, in a ``tiu`` op's scalar operand): the value, a C
+``float`` (C's ``(float)`` of an integer rounds to nearest even past 2^24, as torch's ``.to()``
+does first), goes through the one-element scratch and back.  A store to a 16-bit element rounds
+its value by the same steps (:func:`half_write`), so a cast to the element's own type there is
+the store's rounding and costs nothing more.
 """
 
 from __future__ import annotations
@@ -22,14 +29,12 @@ from typing import TYPE_CHECKING, Any
 
 from tilelang_tpu.codegen.emit.cast import emit_cast, temp_tiles
 from tilelang_tpu.codegen.layout import DTYPES, offset4, to4
+from tilelang_tpu.codegen.scalar import HALF_DTYPES
 
 if TYPE_CHECKING:
     from tilelang_tpu.codegen.context import EmitContext
 
-__all__ = ["HALF_DTYPES", "half_read", "half_write", "release_shadows", "shadow_half_tiles"]
-
-#: 16-bit float dtypes per-element code converts through fp32.
-HALF_DTYPES = ("float16", "bfloat16")
+__all__ = ["HALF_DTYPES", "half_cast", "half_read", "half_value", "half_write", "release_shadows", "shadow_half_tiles"]
 
 
 def _one(em: EmitContext) -> str:
@@ -106,25 +111,71 @@ def half_read(em: EmitContext, load: Any) -> str:
     return name
 
 
+def _round(em: EmitContext, value: str, dtype: str) -> str:
+    """Inside a guarded block: ``value`` (a C float expression) rounded into the 16-bit scratch of
+    ``dtype`` (returned), by the TIU: IEEE round to nearest even, ±inf past the largest finite value
+    (:func:`~tilelang_tpu.codegen.emit.cast.emit_cast`).  The one rounding of every 16-bit value
+    scalar code makes: :func:`half_write` and :func:`half_cast`."""
+    half, wide = _scratch(em, dtype), _scratch(em, "float32")
+    em.emit(f"get_lmem_ptr({wide})[0] = {value};")
+    one = _one(em)
+    emit_cast(em, half, wide, dtype, "float32", temp_tiles(em, one, one))
+    return half
+
+
 def half_write(em: EmitContext, store: Any, value: str) -> None:
     """``buf[indices] = value`` (a C float expression) into a 16-bit tile or tensor element."""
     dtype = str(store.buffer.dtype)
     if store.buffer.data in em.half_shadows:
         raise em.fail(f"per-element store to {store.buffer.name} while it is shadowed")  # shadows are read-only: a bug if reached
     guard = _guard(em, store.buffer, store.indices)
-    half, wide = _scratch(em, dtype), _scratch(em, "float32")
     if not em.scalar_synced:
         em.emit("ppl::tpu_poll();")  # the scratch may still be read by an instruction issued before
     em.emit(f"if ({guard or 'true'}) {{")
     em.indent += 1
-    em.emit(f"get_lmem_ptr({wide})[0] = {value};")
-    one = _one(em)
-    emit_cast(em, half, wide, dtype, "float32", temp_tiles(em, one, one))
+    half = _round(em, value, dtype)
     target, is_global = _source(em, store.buffer, store.indices)
     em.emit(f"dma::{'store' if is_global else 'move'}({target}, {half});")
     em.indent -= 1
     em.emit("}")
     em.scalar_synced = False
+
+
+def half_cast(em: EmitContext, value: str, source: str, dtype: str, guard: str) -> str:
+    """A fresh C ``float`` holding ``value`` (a C expression of a ``source`` value) cast to the
+    16-bit ``dtype``, computed where ``guard`` holds (``""``: always; else 0)."""
+    name = em.fresh("hc")
+    wide = _scratch(em, "float32")
+    # Always wait: the scratch may still be used by an instruction issued before, also in an earlier
+    # iteration of a loop of per-element code (which waits only once, before the loop).
+    em.emit("ppl::tpu_poll();")
+    em.emit(f"float {name} = 0.0f;")
+    em.emit(f"if ({guard or 'true'}) {{")
+    em.indent += 1
+    half = _round(em, value if source in ("float32", *HALF_DTYPES) else f"(float)({value})", dtype)
+    em.emit(f"tiu::cast({wide}, {half});")  # exact
+    em.emit("ppl::tpu_poll();")
+    em.emit(f"{name} = get_lmem_ptr({wide})[0];")
+    em.emit(f"tiu::move({wide}, {wide});")  # keeps the scratch live past the scalar read (codegen.emit.elements.keep_live)
+    em.indent -= 1
+    em.emit("}")
+    em.scalar_synced = False
+    return name
+
+
+def half_value(em: EmitContext, value: Any, dtype: str) -> str:
+    """C text of ``value`` (a TIR expression of the 16-bit ``dtype``) rounded to ``dtype``: what a
+    16-bit scalar (``T.alloc_var``, a let binding) holds, so that reading it back as a ``float`` is
+    exact.  An element, a variable or a constant of that type is one already; a cast to it is
+    rounded by :func:`half_cast` itself; anything else (arithmetic the scalar unit did in ``float``)
+    is rounded here, once, as a store to a 16-bit element is."""
+    from tvm import tirx
+
+    if isinstance(value, tirx.Cast) and str(value.dtype) == dtype and not isinstance(value.value, (tirx.IntImm, tirx.FloatImm)):
+        value = value.value  # the cast is the rounding below
+    elif isinstance(value, (tirx.BufferLoad, tirx.Var, tirx.IntImm, tirx.FloatImm, tirx.Cast)):
+        return em.element_expr(value)
+    return half_cast(em, em.element_expr(value), str(value.dtype), dtype, "")
 
 
 def shadow_half_tiles(em: EmitContext, body: Any) -> list[Any]:

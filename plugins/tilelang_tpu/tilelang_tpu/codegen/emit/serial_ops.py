@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tilelang_tpu.codegen.ir import region
+from tilelang_tpu.codegen.ir import region, same_exprs
 
 if TYPE_CHECKING:
     from tilelang_tpu.codegen.context import EmitContext
@@ -178,7 +178,6 @@ def _reads_what_another_iteration_writes(loop: Any) -> bool:
     of its valid schedules (an in-place transpose run in order mirrors the lower triangle), so
     it keeps the vector path's named refusal.
     """
-    import tvm
     from tvm import tirx
 
     stores: dict[Any, list[Any]] = {}
@@ -193,7 +192,9 @@ def _reads_what_another_iteration_writes(loop: Any) -> bool:
     tirx.stmt_functor.post_order_visit(loop, visit)
     for load in loads:
         for indices in stores.get(load.buffer.data, []):
-            if not tvm.ir.structural_equal(list(load.indices), indices, map_free_vars=False):
+            # same_exprs, not structural_equal: that equates x[i, p0[j]] with x[i, p1[j]] (two index
+            # tiles of one shape), and a T.Parallel whose iterations read each other's writes ran in order.
+            if not same_exprs(list(load.indices), indices):
                 return True
     return False
 
