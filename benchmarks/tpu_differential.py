@@ -75,6 +75,9 @@ def main() -> int:
     pairs: collections.Counter[tuple[str, str]] = collections.Counter()
     refusals = {t: collections.Counter[str]() for t in TARGETS}
     crashes = {t: collections.Counter[str]() for t in TARGETS}
+    #: tpu's refusals and crashes of programs that c runs correctly: the generality gap (issue 18)
+    gap: collections.Counter[str] = collections.Counter()
+    gap_examples: dict[str, list[str]] = collections.defaultdict(list)
     wrong: list[tuple[Program, dict[str, Outcome]]] = []
     wrong_at: list[int] = []
     #: feature -> [programs drawn with it, tpu matched, both matched]
@@ -103,6 +106,11 @@ def main() -> int:
                 refusals[t][normalise(o.detail)] += 1
             elif o.status == "crash":
                 crashes[t][normalise(o.detail)] += 1
+        if outcomes["c"].status == "match" and outcomes["tpu"].status in ("refused", "crash"):
+            construct = f"{outcomes['tpu'].status}: {normalise(outcomes['tpu'].detail)}"
+            gap[construct] += 1
+            if len(gap_examples[construct]) < 2:
+                gap_examples[construct].append(source(prog))
         if any(o.status == "WRONG" for o in outcomes.values()):
             wrong.append((prog, outcomes))
             wrong_at.append(index)
@@ -145,6 +153,8 @@ def main() -> int:
             "pairs": {f"{c}/{t}": n for (c, t), n in sorted(pairs.items())},
             "refused": {t: dict(refusals[t].most_common()) for t in TARGETS},
             "crash": {t: dict(crashes[t].most_common()) for t in TARGETS},
+            "c_match_tpu_not": dict(gap.most_common()),
+            "c_match_tpu_not_examples": {k: gap_examples[k] for k, _ in gap.most_common()},
             "wrong": [
                 {"index": i, "source": source(p), **{t: [o.status, o.detail] for t, o in oc.items()}}
                 for i, (p, oc) in zip(wrong_at, wrong, strict=True)

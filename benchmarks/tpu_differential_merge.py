@@ -26,7 +26,10 @@ def merge(paths: list[Path]) -> dict[str, object]:
     refused: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     crash: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     coverage: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0, 0])
-    shards, wrong = [], []
+    gap: collections.Counter[str] = collections.Counter()
+    gap_examples: dict[str, list[str]] = collections.defaultdict(list)
+    shards: list[dict[str, int | float]] = []
+    wrong: list[dict[str, object]] = []
     for path in paths:
         shard = json.loads(path.read_text())
         shards.append({k: shard[k] for k in ("seed", "count", "run", "minutes", "programs_per_minute")})
@@ -35,6 +38,9 @@ def merge(paths: list[Path]) -> dict[str, object]:
             refused[target].update(counts)
         for target, counts in shard["crash"].items():
             crash[target].update(counts)
+        gap.update(shard.get("c_match_tpu_not", {}))
+        for construct, sources in shard.get("c_match_tpu_not_examples", {}).items():
+            gap_examples[construct] = (gap_examples[construct] + sources)[:2]
         for feature, row in shard["coverage"].items():
             coverage[feature] = [a + b for a, b in zip(coverage[feature], row, strict=True)]
         wrong.extend({"seed": shard["seed"], **w} for w in shard["wrong"])
@@ -44,6 +50,8 @@ def merge(paths: list[Path]) -> dict[str, object]:
         "pairs": dict(sorted(pairs.items())),
         "refused": {t: dict(c.most_common()) for t, c in sorted(refused.items())},
         "crash": {t: dict(c.most_common()) for t, c in sorted(crash.items())},
+        "c_match_tpu_not": dict(gap.most_common()),
+        "c_match_tpu_not_examples": {k: gap_examples[k] for k, _ in gap.most_common()},
         "wrong": wrong,
         "coverage": dict(sorted(coverage.items())),
     }
@@ -70,6 +78,10 @@ def report(merged: dict[str, object]) -> str:
         counts: dict[str, int] = merged[kind].get("tpu", {})  # type: ignore[attr-defined]
         for construct, n in list(counts.items())[:12]:
             lines.append(f"  tpu {kind} {n:6d}  {construct}")
+    gap: dict[str, int] = merged["c_match_tpu_not"]  # type: ignore[assignment]
+    lines.append(f"c matches, tpu refuses or crashes: {sum(gap.values())}")
+    for construct, n in list(gap.items())[:15]:
+        lines.append(f"  {n:6d}  {construct}")
     return "\n".join(lines)
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on a device machine with an NVIDIA GPU (see the device tool's README), from the repository root,
-# with `.diffarm` carried (tools/device/payload.sh cuda): tilecore doctor, the cuda conformance suite,
+# with `.diffarm/site.tar.xz`, `.diffarm/ours`, `.diffarm/testwhl` carried (tools/device/payload.sh cuda): tilecore doctor, the cuda conformance suite,
 # the cuda backend's tests and the GEMM benchmark against upstream.  Results under $OUT.
 #   bash tools/device/cuda.sh [ROUNDS]
 set -u
@@ -11,7 +11,7 @@ work=$(mktemp -d /tmp/tilecore-cuda.XXXXXX)
 site=$work/site
 mkdir -p "$site"
 tar -C "$site" -xJf .diffarm/site.tar.xz
-python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" .diffarm/ours/*.whl >/dev/null
+python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" .diffarm/ours/*.whl .diffarm/testwhl/*.whl >/dev/null
 python3 -c "import site, sysconfig; open(sysconfig.get_paths()['purelib'] + '/zz-tilecore-payload.pth', 'w').write('import site; site.addsitedir(%r)\\n' % '$site')"
 export PYTHONPATH=$site PYTHONUNBUFFERED=1 TILECORE_CACHE_DIR=$work/tc TILELANG_CACHE_DIR=$work/tl TMPDIR=$work
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs on a device machine (see the device tool's README), from the repository root, with `.diffarm`
-# carried (built by tools/device/payload.sh): the tpu differential in SHARDS processes, one seed each
+# Runs on a device machine (see the device tool's README), from the repository root, with
+# `.diffarm/sitetpu.tar.xz`, `.diffarm/tc.tar.xz` and `.diffarm/ours` carried (tools/device/payload.sh
+# tpu; together about 62 MB of the 64 MiB a call may carry): the tpu differential in SHARDS processes, one seed each
 # (FIRST_SEED, FIRST_SEED+1, ...), each drawing programs for MINUTES, then merges the shards.
 #   bash tools/device/differential.sh 60 7001 7.5          # results under $OUT (or ./.diffarm/out)
 # Each shard has its own TMPDIR and caches; nothing is written outside them and $OUT.
@@ -30,6 +31,14 @@ TMPDIR=$work/smoke TILECORE_CACHE_DIR=$work/smoke/tc TILELANG_CACHE_DIR=$work/sm
   python3 benchmarks/tpu_differential.py --count 8 --seed 1 --no-shrink --quiet > "$out/smoke.txt" 2>&1
 cat "$out/smoke.txt" | tail -25
 grep -qE "^tpu: match [1-9]" "$out/smoke.txt" || { echo "smoke: tpu matched nothing; stopping"; cat "$out/env.txt"; exit 3; }
+# Upstream's own kernels (benchmarks/upstream_kernels.py), unchanged, on c and tpu, beside the shards, when
+# .diffarm/upstream.tar.xz (upstream's examples/ and testing/ folders the manifest names) is carried.
+if [ -f .diffarm/upstream.tar.xz ]; then
+  mkdir -p "$work/up/checkout" && tar -C "$work/up/checkout" -xJf .diffarm/upstream.tar.xz
+  (cd "$work/up" && TMPDIR=$work/up TILECORE_CACHE_DIR=$work/up/tc TILELANG_CACHE_DIR=$work/up/tl \
+     timeout $(python3 -c "print(int($minutes * 60 + 60))") python3 "$OLDPWD/benchmarks/upstream_kernels.py" "$work/up/checkout" \
+     > "$out/upstream.txt" 2>&1) &
+fi
 for i in $(seq 0 $((shards - 1))); do
   s=$((first + i)); d=$work/s$s; mkdir -p "$d"
   TMPDIR=$d TILECORE_CACHE_DIR=$d/tc TILELANG_CACHE_DIR=$d/tl nice -n 5 \

@@ -6,7 +6,8 @@
 #   sitetpu.tar.xz  tilelang 0.1.15 (no cutlass / C++ sources), tvm-ffi, z3, ml_dtypes, hypothesis (~25 MB)
 #   site.tar.xz     the same with cutlass and every source tilelang's CUDA codegen includes  (~39 MB)
 #   tc.tar.xz       the tpu_mlir 1.30.2 toolchain from `tilelang-tpu toolchain install`, stripped (~28 MB)
-#   ours/           wheels of tilecore and the backends, built from this checkout, and small pure needs
+#   ours/           wheels of tilecore and the backends, built from this checkout, and small needs
+#   testwhl/        pytest and its needs (cuda.sh)
 # Usage: tools/device/payload.sh [tpu|cuda|all]   (run from the repository root, after `make setup`)
 set -euo pipefail
 what=${1:-all}
@@ -24,10 +25,16 @@ for req in tilelang==0.1.15 apache-tvm-ffi==0.1.12 z3-solver==4.15.4.0 ml_dtypes
     $platforms -d "$out/whl" "$req"
 done
 rm -f "$out"/ours/*.whl
-# Small pure-Python needs the device image may lack; installed from ours/ beside our wheels.
-for req in pluggy packaging filelock platformdirs tqdm psutil typing_extensions pytest iniconfig pygments; do
+# Small needs the device image may lack: ours/ for every run, testwhl/ (pytest) for cuda.sh only
+# (the differential's carry is close to the 64 MiB a call may carry).
+mkdir -p "$out/testwhl"
+for req in pluggy packaging filelock platformdirs tqdm psutil typing_extensions; do
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     $platforms -d "$out/ours" "$req"
+done
+for req in pytest iniconfig pygments; do
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    $platforms -d "$out/testwhl" "$req"
 done
 $py -m pip wheel -q --no-deps -w "$out/ours" . ./plugins/tilelang_tpu ./plugins/tilelang_cuda ./examples/democpu
 
