@@ -8,7 +8,7 @@
 #   tc.tar.xz       the tpu_mlir 1.30.2 toolchain from `tilelang-tpu toolchain install`, stripped (~28 MB)
 #   ours/           wheels of tilecore and the backends, built from this checkout, and small needs
 #   testwhl/        pytest and its needs (cuda.sh)
-# Usage: tools/device/payload.sh [tpu|cuda|all]   (run from the repository root, after `make setup`)
+# Usage: tools/device/payload.sh [tpu|cuda|site-tpu|all]   (run from the repository root, after `make setup`)
 set -euo pipefail
 what=${1:-all}
 out=.diffarm
@@ -24,19 +24,22 @@ for req in tilelang==0.1.15 apache-tvm-ffi==0.1.12 z3-solver==4.15.4.0 ml_dtypes
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     $platforms -d "$out/whl" "$req"
 done
-rm -f "$out"/ours/*.whl
-# Small needs the device image may lack: ours/ for every run, testwhl/ (pytest) for cuda.sh only
-# (the differential's carry is close to the 64 MiB a call may carry).
+rm -f "$out"/ours/*.whl "$out"/testwhl/*.whl
+# Small needs the device image may lack.  The differential's carry is close to the 64 MiB a call may
+# carry, so ours/ holds only what it needs (the image's huggingface_hub and accelerate bring filelock,
+# tqdm, typing_extensions, packaging and psutil); testwhl/ the rest, for cuda.sh.
 mkdir -p "$out/testwhl"
-for req in pluggy packaging filelock platformdirs tqdm psutil typing_extensions; do
+rm -f "$out"/testwhl/*.whl
+for req in pluggy platformdirs; do
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     $platforms -d "$out/ours" "$req"
 done
-for req in pytest iniconfig pygments; do
+for req in pytest iniconfig pygments filelock tqdm typing_extensions packaging psutil; do
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     $platforms -d "$out/testwhl" "$req"
 done
-$py -m pip wheel -q --no-deps -w "$out/ours" . ./plugins/tilelang_tpu ./plugins/tilelang_cuda ./examples/democpu
+$py -m pip wheel -q --no-deps -w "$out/ours" . ./plugins/tilelang_tpu
+$py -m pip wheel -q --no-deps -w "$out/testwhl" ./plugins/tilelang_cuda ./examples/democpu
 
 stage=$(mktemp -d "${TMPDIR:-/tmp}/tilecore-payload.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
@@ -44,12 +47,19 @@ mkdir -p "$stage/site"
 for w in "$out"/whl/*.whl; do (cd "$stage/site" && unzip -q -o "$OLDPWD/$w"); done
 rm -rf "$stage"/site/z3_solver-*.data
 (cd "$stage/site/z3/lib" && rm -f libz3.so && ln -s libz3.so.* libz3.so)   # the wheel ships the library twice
-if [ "$what" != tpu ]; then
+rm -rf "$stage"/site/tvm_ffi/3rdparty/libbacktrace   # sources
+if [ "$what" = cuda ] || [ "$what" = all ]; then
   tar -C "$stage/site" -cf - . | xz -9e -T1 > "$out/site.tar.xz"
 fi
-if [ "$what" != cuda ]; then
-  (cd "$stage/site/tilelang" && rm -rf 3rdparty/cutlass 3rdparty/tvm/src src/ascend src/metal src/webgpu src/rocm src/cuda)
+if [ "$what" = tpu ] || [ "$what" = all ] || [ "$what" = site-tpu ]; then
+  # Only what the c target and the tpu backend read: no CUDA/HIP/Ascend headers, no C++ sources.
+  # hypothesis is the device image's own (its version is in env.txt; draws depend on it).
+  (cd "$stage/site/tilelang" && rm -rf 3rdparty/cutlass 3rdparty/tvm/src \
+     $(ls -d src/* | grep -v tl_templates) src/tl_templates/ascend src/tl_templates/cuda src/tl_templates/hip)
+  rm -rf "$stage"/site/hypothesis "$stage"/site/hypothesis-*.dist-info "$stage"/site/sortedcontainers*
   tar -C "$stage/site" -cf - . | xz -9e -T1 > "$out/sitetpu.tar.xz"
+fi
+if [ "$what" = tpu ] || [ "$what" = all ]; then
   root=$($py -c 'from tilelang_tpu.setup import install_root; print(install_root())')
   mkdir -p "$stage/tc"
   cp -a "$root" "$stage/tc/toolchain"
