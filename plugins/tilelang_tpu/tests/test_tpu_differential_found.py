@@ -7,6 +7,8 @@ WRONG on tpu, shrunk to the construct, on the BM1690 emulator against torch.
 * A 1-row tile ``o[0, j] = T.cast(X[bx, j], "bfloat16")`` of an integer tensor (seed 4019): the
   per-element loop stayed software-pipelined (a nested hoist shifted the prologue index that
   ``walk._unpipeline_per_element`` relies on): -6.27e18 for every element.
+* A guarded store of a broadcast row vector (seeds 7001-7030): the row guard's select took the
+  broadcast view as its value operand and the emulator aborted (src2 not TPU_ALIGN).
 
 Tiles of 1, 63, 64 and 65 rows over 65 and 133 rows, random data, inputs checked untouched.
 """
@@ -126,3 +128,33 @@ def test_found_integer_tensor_cast_to_16_bit_floats_per_row(src: str, dst: str, 
     out = torch.zeros(M, N, dtype=HALVES[dst])
     run_checked(kernel, x, out, inputs=(0,))
     torch.testing.assert_close(out, x.to(HALVES[dst]), rtol=0, atol=0)
+
+
+def guarded_row_broadcast_kernel(M: int, N: int, BM: int, dtype: str) -> Any:
+    """Device run of seeds 7001-7030 (as found: M = 133, N = 16, BM = 64, fp32): a guarded store of
+    a broadcast row vector.  The row guard became an index-mask select whose value operand was the
+    broadcast view itself, and the emulator aborted ("src2's layout must be TPU_ALIGN")."""
+
+    @T.prim_func
+    def guarded_row_broadcast(Out: T.Tensor((M, N), dtype), Unused: T.Tensor((M, N), dtype), X0: T.Tensor((N,), dtype)):
+        with T.Kernel(T.ceildiv(M, BM), threads=1) as bx:
+            x0_t = T.alloc_shared((N,), dtype)
+            T.copy(X0, x0_t)
+            for i, j in T.Parallel(BM, N):
+                if bx * BM + i < M:
+                    Out[bx * BM + i, j] = x0_t[j]
+
+    return guarded_row_broadcast
+
+
+@pytest.mark.parametrize("BM", [1, 63, 64, 65, 128])
+@pytest.mark.parametrize(("N", "dtype"), [(16, "float32"), (7, "float32"), (16, "bfloat16")])
+def test_found_guarded_store_of_a_broadcast_row(BM: int, N: int, dtype: str) -> None:
+    M = 133
+    kernel = tilelang.compile(guarded_row_broadcast_kernel(M, N, BM, dtype), target="tpu")
+    torch_dtype = getattr(torch, dtype)
+    out = torch.full((M, N), 7.0, dtype=torch_dtype)
+    unused = torch.randn(M, N).to(torch_dtype)
+    x0 = torch.randn(N).to(torch_dtype)
+    run_checked(kernel, out, unused, x0, inputs=(1, 2))
+    torch.testing.assert_close(out, x0.expand(M, N), rtol=0, atol=0)

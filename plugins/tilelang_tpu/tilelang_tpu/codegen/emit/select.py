@@ -350,6 +350,8 @@ def emit_mask(ctx: ParallelDomain, e: Any, dst: str | None) -> Operand | None:
             name = em.fresh("sel")
             em.emit(f"float {name} = {as_float(v.text)};")
             v = Operand(name, "float32", False)
+        else:  # a broadcast row vector or a sub-view: the emulator aborts on it (src2 not TPU_ALIGN)
+            v = Operand(_aligned(ctx, v.text, "float32").text, "float32", True)
         operands.append(v.text)
     limit = em.fresh("limit")
     em.emit(f"float {limit} = {limit_value};")
