@@ -23,7 +23,8 @@ from tilecore.kernel import KernelAdapter, Toolchain
 from tilecore.targets import ResolvedTarget, TargetSpec
 
 if TYPE_CHECKING:
-    from tilecore._registry.records import Backend, BackendTable
+    from tilecore._registry.records import Backend
+    from tilecore._registry.table import BackendTable
 
 
 @dataclass(frozen=True, slots=True)

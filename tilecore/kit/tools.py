@@ -26,13 +26,15 @@ from tilecore.errors import Owner, TilecoreError, ToolchainError
 @dataclass(frozen=True, slots=True)
 class ToolRun:
     """One run of a tool.  ``returncode`` is ``None`` when it could not be started or was stopped
-    at its timeout (``failure`` says which); negative for a signal, as :mod:`subprocess` reports it."""
+    at its timeout (``timed_out``; ``failure`` says which); negative for a signal, as
+    :mod:`subprocess` reports it."""
 
     command: tuple[str, ...]
     returncode: int | None
     stdout: str = ""
     stderr: str = ""
     failure: str = ""
+    timed_out: bool = False
 
     @property
     def ok(self) -> bool:
@@ -95,18 +97,18 @@ def run_tool(
     try:
         stdout, stderr = process.communicate(timeout=timeout)
         returncode: int | None = process.returncode
-        failure = ""
+        failure, timed_out = "", False
     except subprocess.TimeoutExpired:
         _stop_group(process.pid)
         stdout, stderr = process.communicate()
-        returncode, failure = None, f"did not finish within {timeout:g} s; it and everything it started were stopped"
+        returncode, failure, timed_out = None, f"did not finish within {timeout:g} s; it and everything it started were stopped", True
     except BaseException:  # KeyboardInterrupt included: nothing of ours keeps running
         _stop_group(process.pid)
         process.wait()
         raise
     finally:
         _stop_group(process.pid)  # whatever it left running in the background is not ours to keep
-    return ToolRun(args, returncode, stdout.decode(errors="surrogateescape"), stderr.decode(errors="surrogateescape"), failure)
+    return ToolRun(args, returncode, stdout.decode(errors="surrogateescape"), stderr.decode(errors="surrogateescape"), failure, timed_out)
 
 
 def check_tool(
