@@ -79,7 +79,7 @@ def test_rendered_files() -> None:
     assert 'STORE = ArtifactStore("mychip", "kernels")' in runtime and "raise KernelFaultError(" in runtime
     # tilelang's copy of the library (a disk-cache hit) is adopted and repaired by the kit (issue 21: once, for every backend).
     assert "runtime.obtain(kernel, compiler, copy)" in plugin
-    assert "adopt(copy, " in runtime and "STORE.obtain(key, f\"lib{key}.so\", compile_into, what=where, copy=copy)" in runtime
+    assert "adopt(copy, " in runtime and 'STORE.obtain(key, f"lib{key}.so", compile_into, what=where, copy=copy)' in runtime
     assert "check_tool([compiler, " in runtime  # the build runs through the kit's tool runner
     assert 'find_host_compiler("c++"' in files[Path("tilelang_mychip/setup.py")]
     assert "from tilecore.kit.testing import tilecore_isolated_caches" in files[Path("tests/conftest.py")]

@@ -33,9 +33,7 @@ def get_registry() -> Registry:
     if _registry is None:
         with _registry_lock:
             if _registry is None:
-                from tilecore._bridge import builtin_kinds
-
-                _registry = Registry(builtin_kinds=builtin_kinds)
+                _registry = Registry()
     return _registry
 
 
