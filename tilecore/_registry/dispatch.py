@@ -110,9 +110,10 @@ class Dispatcher:
         result = self._invoke(backend, "tilecore_doctor_target", backend.error_owner, spec.name, spec=spec)
         return None if result is None else str(result)
 
-    def _invoke(self, backend: Backend, hook: str, owner: Owner, about: ResolvedTarget | str, **kwargs: Any) -> Any:
+    def _invoke(self, backend: Backend, hook: str, owner: Owner, about: ResolvedTarget | str, /, **kwargs: Any) -> Any:
         """``backend``'s ``hook``: a :class:`TilecoreError` it raises gets ``owner`` (unless it has one),
-        any other exception is :func:`messages.hook_raised` about ``about``; the result is checked."""
+        any other exception is :func:`messages.hook_raised` about ``about``; the result is checked.
+        Positional-only: a hook's own arguments (``tilecore_bench``'s ``backend``) pass through ``kwargs``."""
         __tracebackhide__ = True
         try:
             result = self._caller(backend, hook)(**kwargs)
