@@ -2,7 +2,7 @@
 
     python benchmarks/hip_event_timing_check.py [--sizes 1024 2048 4096 8192]
 
-``tilelang_hip.profiling.event_bench`` times through ``torch.cuda.Event``,
+``tilecore.kit.timing.event_bench`` (what tilelang-hip times with) times through ``torch.cuda.Event``,
 which a ROCm build of torch implements with HIP events and a CUDA build with
 CUDA events.  With no AMD GPU at hand, this script checks the loop (budgets,
 cache flush, event pairs) on whatever GPU torch drives: it times fp16 matrix
@@ -18,7 +18,8 @@ import json
 import statistics
 
 import torch
-from tilelang_hip.profiling import event_bench
+
+from tilecore.kit.timing import event_bench
 
 
 def main() -> None:
@@ -39,7 +40,7 @@ def main() -> None:
     for n in args.sizes:
         a = torch.randn(n, n, device=device, dtype=torch.float16)
         b = torch.randn(n, n, device=device, dtype=torch.float16)
-        ours = statistics.fmean(event_bench(lambda a=a, b=b: a @ b, device, warmup=25.0, rep=100.0))
+        ours = statistics.fmean(event_bench(lambda a=a, b=b: a @ b, device, flush_bytes=256 << 20, warmup=25.0, rep=100.0))
         theirs = float(triton_bench(lambda a=a, b=b: a @ b, warmup=25, rep=100)) if triton_bench else float("nan")
         tflops = 2 * n**3 / (ours * 1e-3) / 1e12
         rows.append({"n": n, "event_bench_ms": ours, "triton_ms": theirs, "ratio": ours / theirs, "tflops": tflops})

@@ -170,7 +170,7 @@ def test_install_then_uninstall_restores_tilelang_exactly() -> None:
 
         assert JITKernel.get_profiler.__module__ == "tilelang.jit.kernel"
         assert not hasattr(JITKernel, "__getitem__")
-        registry = Registry(builtin_kinds=_bridge.builtin_kinds)
+        registry = Registry()
         _bridge.install(registry)
         assert _bridge.installed() is registry
         patched = _snapshot()

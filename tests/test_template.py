@@ -77,7 +77,10 @@ def test_rendered_files() -> None:
     # host-compiler lookup and the shared cache-isolation fixture.
     runtime = files[Path("tilelang_mychip/runtime.py")]
     assert 'STORE = ArtifactStore("mychip", "kernels")' in runtime and "raise KernelFaultError(" in runtime
-    assert "ArtifactStore.repair_copy(Path(kernel.library_path), artifact)" in plugin
+    # tilelang's copy of the library (a disk-cache hit) is adopted and repaired by the kit (issue 21: once, for every backend).
+    assert "runtime.obtain(kernel, compiler, copy)" in plugin
+    assert "adopt(copy, " in runtime and 'STORE.obtain(key, f"lib{key}.so", compile_into, what=where, copy=copy)' in runtime
+    assert "check_tool([compiler, " in runtime  # the build runs through the kit's tool runner
     assert 'find_host_compiler("c++"' in files[Path("tilelang_mychip/setup.py")]
     assert "from tilecore.kit.testing import tilecore_isolated_caches" in files[Path("tests/conftest.py")]
 

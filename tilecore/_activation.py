@@ -33,9 +33,7 @@ def get_registry() -> Registry:
     if _registry is None:
         with _registry_lock:
             if _registry is None:
-                from tilecore._bridge import builtin_kinds
-
-                _registry = Registry(builtin_kinds=builtin_kinds)
+                _registry = Registry()
     return _registry
 
 
@@ -62,13 +60,6 @@ class RemoteCacheTier:
 
     def __repr__(self) -> str:
         return "<tilecore remote cache tier>"
-
-    # One remote tier per process, however often the bridge is installed.
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, RemoteCacheTier)
-
-    def __hash__(self) -> int:
-        return hash(RemoteCacheTier)
 
 
 EXECUTOR_ENV = "TILECORE_EXECUTOR"
@@ -112,11 +103,9 @@ class EnvTuneRunner:
                 _logger.warning("tilecore: %s=%s cannot be used (%s); tuning locally.", EXECUTOR_ENV, spec, err)
         return None if self._executor is None else self._executor.tune(job)
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, EnvTuneRunner)
 
-    def __hash__(self) -> int:
-        return hash(EnvTuneRunner)
+# One of each per process, however often the bridge is installed (the bridge adds an object once).
+REMOTE_TIER, TUNE_RUNNER = RemoteCacheTier(), EnvTuneRunner()
 
 
 def activate() -> Registry:
@@ -132,8 +121,8 @@ def activate() -> Registry:
     _warn_if_forked()  # before the bridge: a fork is the likeliest reason it would refuse this tilelang
     registry = get_registry()
     _bridge.install(registry)
-    _bridge.add_tier(RemoteCacheTier())
-    _bridge.add_tune_runner(EnvTuneRunner())
+    _bridge.add_tier(REMOTE_TIER)
+    _bridge.add_tune_runner(TUNE_RUNNER)
     return registry
 
 

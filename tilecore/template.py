@@ -66,7 +66,7 @@ def validate_name(name: str) -> None:
             "entry point name and the package name tilelang_<name>."
         )
     import tilecore
-    from tilecore import _bridge
+    from tilecore._registry.known import loaded_host_kinds
 
     registry = tilecore.get_registry()
     registry.load_all()
@@ -82,7 +82,7 @@ def validate_name(name: str) -> None:
                 f"backend name {name!r} is already the entry point of {backend.label} (state: {backend.state.value}). "
                 f"Choose another name, or uninstall it first (pip uninstall {backend.distribution})."
             )
-    if name in _bridge.builtin_kinds():
+    if name in loaded_host_kinds():
         raise TemplateError(
             f"backend name {name!r} is one of tilelang's built-in target kinds; choose another name "
             f"(a backend that reuses tilelang's {name!r} support declares TargetSpec(upstream=tilecore.Upstream({name!r})))."

@@ -27,36 +27,26 @@ tilecore backend owns.  Importing this package imports neither tilelang nor torc
 
 from __future__ import annotations
 
-from tilecore._bridge.cache_tiers import CacheTier, add_tier, remove_tier
-from tilecore._bridge.gate import BridgeError, check_loading_backend, check_version, problems, retired_seams
-from tilecore._bridge.gate import check as check_tilelang
+from tilecore._bridge.cache_tiers import add_tier
+from tilecore._bridge.gate import BridgeError, check_loading_backend, problems, retired_seams
 from tilecore._bridge.kernel_cache import local_cache_dir
 from tilecore._bridge.patches import install, installed, uninstall
-from tilecore._bridge.seams import SEAMS, Seam
 from tilecore._bridge.tuner import TuneJob, TuneRunner
 from tilecore._bridge.tuner import add_runner as add_tune_runner
 from tilecore._bridge.tuner import remove_runner as remove_tune_runner
-from tilecore._bridge.tvm_targets import TVM_KEY, builtin_kinds, resolve_tvm, tvm_config
+from tilecore._bridge.tvm_targets import resolve_tvm, tvm_config
 
 __all__ = [
-    "SEAMS",
-    "TVM_KEY",
     "BridgeError",
-    "CacheTier",
-    "Seam",
     "TuneJob",
     "TuneRunner",
     "add_tier",
     "add_tune_runner",
-    "builtin_kinds",
     "check_loading_backend",
-    "check_tilelang",
-    "check_version",
     "install",
     "installed",
     "local_cache_dir",
     "problems",
-    "remove_tier",
     "remove_tune_runner",
     "resolve_tvm",
     "retired_seams",

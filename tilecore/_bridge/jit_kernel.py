@@ -11,6 +11,7 @@ the same path without a patch.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -114,47 +115,28 @@ def adapter_factory(registry: Registry) -> Callable[..., TilecoreAdapter]:
 
 
 def wrap_create_adapter_from_artifact(registry: Registry, original: Callable[..., Any]) -> Callable[..., Any]:
+    signature = inspect.signature(original)
+
     @functools.wraps(original)
-    def create_adapter_from_artifact(
-        self: Any, tilelang_func: Any, out_idx: Any, artifact: Any, pass_configs: Any, compile_metadata: Any
-    ) -> Any:
+    def create_adapter_from_artifact(self: Any, *args: Any, **kwargs: Any) -> Any:
         if self.execution_backend != EXECUTION_BACKEND:
-            return original(self, tilelang_func, out_idx, artifact, pass_configs, compile_metadata)
-        return adapter_from_artifact(registry, self, tilelang_func, out_idx, artifact)
+            return original(self, *args, **kwargs)
+        given = signature.bind(self, *args, **kwargs).arguments
+        return adapter_from_artifact(registry, self, given["tilelang_func"], given["out_idx"], given["artifact"])
 
     return create_adapter_from_artifact
 
 
 def wrap_create_adapter_from_database(registry: Registry, original: Callable[..., Any]) -> Callable[..., Any]:
+    signature = inspect.signature(original)
+    names = ("params", "result_idx", "func_or_mod", "host_kernel_source", "device_kernel_source", "kernel_lib_path")
+
     @functools.wraps(original)
-    def create_adapter_from_database(
-        self: Any,
-        params: Any,
-        result_idx: Any,
-        target: Any,
-        func_or_mod: Any,
-        host_kernel_source: Any,
-        device_kernel_source: Any,
-        kernel_lib_path: str,
-        pass_configs: Any = None,
-        compile_flags: Any = None,
-    ) -> Any:
+    def create_adapter_from_database(self: Any, *args: Any, **kwargs: Any) -> Any:
         if self.execution_backend != EXECUTION_BACKEND:
-            return original(
-                self,
-                params,
-                result_idx,
-                target,
-                func_or_mod,
-                host_kernel_source,
-                device_kernel_source,
-                kernel_lib_path,
-                pass_configs,
-                compile_flags,
-            )
-        return adapter_from_database(
-            registry, self, params, result_idx, func_or_mod, host_kernel_source, device_kernel_source, kernel_lib_path
-        )
+            return original(self, *args, **kwargs)
+        given = signature.bind(self, *args, **kwargs).arguments
+        return adapter_from_database(registry, self, *(given[name] for name in names))
 
     return create_adapter_from_database
 

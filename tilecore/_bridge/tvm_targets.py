@@ -26,18 +26,6 @@ REGISTRY_NAME = "tilecore"
 NORMALIZER_TABLE = "tilelang.backend.target:_TARGET_NORMALIZERS"
 
 
-def builtin_kinds() -> tuple[str, ...]:
-    """TVM target kinds tilelang compiles by itself (never claimed by an unknown-target error).
-
-    Needs tilelang's TVM, so it imports tilelang: the registry calls it only for a
-    name no installed backend declares.
-    """
-    import tilelang  # noqa: F401 - puts tilelang's bundled tvm on the path
-    from tvm.target import Target
-
-    return tuple(str(kind) for kind in Target.list_kinds())
-
-
 def tvm_config(target: ResolvedTarget, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The TVM target config for a resolved target (``extra``: TVM attributes the user gave)."""
     if target.spec.upstream is not None:

@@ -37,6 +37,8 @@ import os
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 
+from tilecore._registry.records import Backend
+
 ENTRY_POINT_GROUP = "tilecore.backends"
 _TRUTHY = {"1", "true", "yes", "on"}
 
@@ -65,12 +67,14 @@ class PluginPolicy:
                 allowed.add(item)
         return cls(autoload=autoload, allowed=frozenset(allowed), blocked=frozenset(blocked))
 
-    def decide(self, name: str) -> str | None:
-        """``None`` if ``name`` may load, else the reason it may not."""
-        if name in self.blocked:
-            return f"blocked by TILECORE_PLUGINS=no:{name}"
+    def decide(self, name: str, distribution: str) -> str | None:
+        """``None`` if backend ``name`` of ``distribution`` may load, else the reason it may not
+        (``no:`` and the allow-list take a backend's name or its distribution's)."""
+        for word in (name, distribution):
+            if word in self.blocked:
+                return f"blocked by TILECORE_PLUGINS=no:{word}"
         if self.allowed:
-            if name in self.allowed:
+            if name in self.allowed or distribution in self.allowed:
                 return None
             return f"not in the TILECORE_PLUGINS allow-list ({', '.join(sorted(self.allowed))})"
         if not self.autoload:
@@ -90,27 +94,6 @@ class PluginPolicy:
 TARGETS_GROUP = "tilecore.targets"
 
 
-@dataclass(frozen=True, slots=True)
-class DiscoveredBackend:
-    """An installed backend as its metadata describes it (nothing imported).
-
-    ``target_names`` are the names the distribution lists in ``tilecore.targets``
-    for this backend (``complete`` is then true), else just the entry-point
-    name.  ``duplicates`` names other distributions registering the identical
-    entry point (same name and value): shown by ``tilecore list``, never
-    silently collapsed.
-    """
-
-    name: str
-    value: str
-    distribution: str
-    version: str
-    entry_point: EntryPoint
-    target_names: tuple[str, ...] = ()
-    complete: bool = False
-    duplicates: tuple[str, ...] = ()
-
-
 def _dist_of(ep: EntryPoint) -> tuple[str, str]:
     dist = ep.dist
     if dist is None:
@@ -118,8 +101,10 @@ def _dist_of(ep: EntryPoint) -> tuple[str, str]:
     return str(dist.metadata["Name"]), str(dist.version)
 
 
-def discover() -> list[DiscoveredBackend]:
-    """All entry points of the group, sorted by name, value and distribution (a deterministic load order).
+def discover() -> list[Backend]:
+    """A :class:`Backend` record per entry point of the group, sorted by name, value and distribution
+    (a deterministic load order); ``claims`` are the names the distribution lists in ``tilecore.targets``
+    for it (``complete`` is then true), else just the entry-point name.
 
     One distribution seen twice (a ``lib64 -> lib`` symlink) is one entry:
     ``importlib.metadata`` already merges a distribution name found on two
@@ -138,15 +123,15 @@ def discover() -> list[DiscoveredBackend]:
         names = listed.get((dist_name, value))
         duplicates = tuple(d for (n, v, d) in sorted(found) if (n, v) == (name, value) and d != dist_name)
         result.append(
-            DiscoveredBackend(
-                name=name,
-                value=value,
-                distribution=dist_name,
-                version=dist_version,
-                entry_point=ep,
-                target_names=tuple(sorted(set(names))) if names else (name,),
+            Backend(
+                name,
+                dist_name,
+                dist_version,
+                value,
+                claims=tuple(sorted(set(names))) if names else (name,),
                 complete=bool(names),
                 duplicates=duplicates,
+                entry_point=ep,
             )
         )
     return result

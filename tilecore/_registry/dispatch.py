@@ -18,12 +18,13 @@ import pluggy
 
 from tilecore import hookspecs
 from tilecore._registry import messages
-from tilecore.errors import TilecoreError
+from tilecore.errors import Owner, TilecoreError
 from tilecore.kernel import KernelAdapter, Toolchain
 from tilecore.targets import ResolvedTarget, TargetSpec
 
 if TYPE_CHECKING:
-    from tilecore._registry.records import Backend, BackendTable
+    from tilecore._registry.records import Backend
+    from tilecore._registry.table import BackendTable
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,30 +103,28 @@ class Dispatcher:
     def call(self, target: ResolvedTarget, hook: str, **kwargs: Any) -> Any:
         """Call ``hook`` on the backend owning ``target`` (and wrapper plugins); check the result."""
         __tracebackhide__ = True
-        backend = self.table.backend_of(target)
-        try:
-            result = self._caller(backend, hook)(target=target, **kwargs)
-        except TilecoreError as err:
-            raise err.attribute(target.error_owner) from err.__cause__
-        except Exception as err:
-            raise messages.hook_raised(backend, hook, f"target {target}", err) from err
-        if result is not None:
-            check_return(backend, hook, result)
-        return result
+        return self._invoke(self.table.backend_of(target), hook, target.error_owner, target, target=target, **kwargs)
 
     def doctor_target(self, backend: Backend, spec: TargetSpec) -> str | None:
         """The backend's suggestion of explicit options for ``doctor`` (hook ``tilecore_doctor_target``)."""
-        hook = "tilecore_doctor_target"
+        result = self._invoke(backend, "tilecore_doctor_target", backend.error_owner, spec.name, spec=spec)
+        return None if result is None else str(result)
+
+    def _invoke(self, backend: Backend, hook: str, owner: Owner, about: ResolvedTarget | str, /, **kwargs: Any) -> Any:
+        """``backend``'s ``hook``: a :class:`TilecoreError` it raises gets ``owner`` (unless it has one),
+        any other exception is :func:`messages.hook_raised` about ``about``; the result is checked.
+        Positional-only: a hook's own arguments (``tilecore_bench``'s ``backend``) pass through ``kwargs``."""
+        __tracebackhide__ = True
         try:
-            result = self._caller(backend, hook)(spec=spec)
+            result = self._caller(backend, hook)(**kwargs)
         except TilecoreError as err:
-            raise err.attribute(backend.error_owner) from err.__cause__
+            raise err.attribute(owner) from err.__cause__
         except Exception as err:
-            raise messages.hook_raised(backend, hook, repr(spec.name), err) from err
-        if result is None:
-            return None
-        check_return(backend, hook, result)
-        return str(result)
+            where = f"target {about}" if isinstance(about, ResolvedTarget) else repr(about)
+            raise messages.hook_raised(backend, hook, where, err) from err
+        if result is not None:
+            check_return(backend, hook, result)
+        return result
 
     def setup(self, target: ResolvedTarget) -> Toolchain | None:
         """Run the setup hook once per resolved target; failures are not cached."""

@@ -8,8 +8,6 @@ all-or-nothing: a backend that fails a check is unregistered again and declares 
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import threading
 import traceback
@@ -22,9 +20,11 @@ import pluggy
 from tilecore import hookspecs
 from tilecore._registry import compat, messages
 from tilecore._registry.dispatch import check_return
-from tilecore._registry.records import IN_PROCESS, Backend, BackendTable, State
+from tilecore._registry.records import IN_PROCESS, Backend, State
+from tilecore._registry.table import BackendTable
 from tilecore._version import API_VERSION
 from tilecore.errors import PluginValidationError
+from tilecore.kit.tools import run_tool
 from tilecore.targets import TargetSpec
 
 #: Seconds a backend's import may take (``TILECORE_IMPORT_TIMEOUT``): one that hangs is recorded as
@@ -67,8 +67,8 @@ def _where(thread: threading.Thread) -> str:
 
 def import_plugin(backend: Backend, timeout: float | None) -> object:
     """Load the entry point, in this thread, or under a deadline in a helper thread."""
-    assert backend.discovered is not None
-    entry_point = backend.discovered.entry_point
+    entry_point = backend.entry_point
+    assert entry_point is not None
     if timeout is None:
         return entry_point.load()
     outcome: list[tuple[bool, Any]] = []
@@ -98,20 +98,15 @@ def probe_import(backend: Backend, timeout: float) -> BaseException | None:
     """Import ``backend``'s entry-point module in a fresh interpreter: the error to record if that
     crashed or hung, else ``None`` (an ordinary exception is left to the in-process import, which
     records it with its traceback)."""
-    if backend.discovered is None:  # registered in-process: nothing to import
+    if backend.entry_point is None:  # registered in-process: nothing to import
         return None
     module = backend.value.partition(":")[0]
-    command = [sys.executable, "-c", f"import importlib; importlib.import_module({module!r})"]
-    try:
-        done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
+    done = run_tool([sys.executable, "-c", f"import importlib; importlib.import_module({module!r})"], timeout=timeout)
+    if done.timed_out:
         return messages.import_hangs(backend, timeout)
-    except OSError:
-        return None  # no subprocess here: fall back to the in-process import under its deadline
-    if done.returncode < 0:
-        name = signal.Signals(-done.returncode).name if -done.returncode in signal.valid_signals() else str(-done.returncode)
-        return messages.import_crashes(backend, f"crashed the interpreter ({name})")
-    return None
+    if done.returncode is not None and done.returncode < 0:
+        return messages.import_crashes(backend, f"crashed the interpreter ({done.status.removeprefix('signal ')})")
+    return None  # it ran, or no subprocess here: left to the in-process import under its deadline
 
 
 class Loader:

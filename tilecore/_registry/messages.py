@@ -28,7 +28,8 @@ from tilecore.errors import (
 )
 
 if TYPE_CHECKING:
-    from tilecore._registry.records import Backend, BackendTable
+    from tilecore._registry.records import Backend
+    from tilecore._registry.table import BackendTable
     from tilecore.targets import TargetSpec
 
 _API = f"{API_VERSION[0]}.{API_VERSION[1]}"

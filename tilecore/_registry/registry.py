@@ -21,8 +21,9 @@ from tilecore._registry.discovery import PluginPolicy
 from tilecore._registry.dispatch import Dispatcher
 from tilecore._registry.known import loaded_host_kinds
 from tilecore._registry.loading import LoadCheck, Loader
-from tilecore._registry.records import Backend, BackendTable
+from tilecore._registry.records import Backend
 from tilecore._registry.resolution import Resolver
+from tilecore._registry.table import BackendTable
 from tilecore.kernel import Toolchain
 from tilecore.targets import ResolvedTarget, TargetSpec
 

@@ -85,6 +85,20 @@ class Artifact:
 Builder = Callable[[Path], Mapping[str, Any] | None]
 
 
+def adopt(copy: Path | None, into: Path) -> bool:
+    """Copy ``copy`` to ``into`` instead of building it, if it is a non-empty file; whether it did.
+
+    ``copy`` is this very artifact kept, and already checked against a content hash, by
+    another cache (tilelang's disk-cache entry, checked against its manifest before the
+    adapter is created; a remote-cache entry is verified before it is installed there):
+    a kernel served by a cache never pays the build again.
+    """
+    if copy is None or not copy.is_file() or copy.stat().st_size == 0:
+        return False
+    shutil.copyfile(copy, into)
+    return True
+
+
 class ArtifactStore:
     """Verified build products of one backend, one entry folder per key.
 
@@ -128,7 +142,7 @@ class ArtifactStore:
             return None
         return Artifact(path, expected_sha, size, built=False, details=record.get("details") or {})
 
-    def obtain(self, key: str, filename: str, build: Builder, *, what: Owner | str = "artifact") -> Artifact:
+    def obtain(self, key: str, filename: str, build: Builder, *, what: Owner | str = "artifact", copy: Path | None = None) -> Artifact:
         """The verified artifact of ``key``: reused when its record matches, else built once.
 
         ``build(staging)`` must write ``staging/filename`` (it may write other
@@ -136,7 +150,15 @@ class ArtifactStore:
         mapping kept in the record.  It runs while this process holds the key's
         lock; other processes asking for the same key wait and then reuse it.
         ``what`` owns the errors (an :class:`~tilecore.errors.Owner`, or a name such as "artifact").
+        ``copy``: a copy of this artifact kept elsewhere (tilelang's disk-cache entry), which
+        ``build`` may :func:`adopt`; it is repaired afterwards if it differs (:meth:`repair_copy`).
         """
+        found = self._obtain(key, filename, build, what)
+        if copy is not None:
+            self.repair_copy(copy, found)
+        return found
+
+    def _obtain(self, key: str, filename: str, build: Builder, what: Owner | str) -> Artifact:
         found = self.lookup(key, filename)
         if found is not None:
             return found
@@ -213,4 +235,4 @@ class ArtifactStore:
         return True
 
 
-__all__ = ["RECORD", "Artifact", "ArtifactError", "ArtifactStore", "KernelFaultError", "file_digest"]
+__all__ = ["RECORD", "Artifact", "ArtifactError", "ArtifactStore", "KernelFaultError", "adopt", "file_digest"]

@@ -11,12 +11,12 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import subprocess
 from dataclasses import dataclass
 from typing import Literal
 
 from tilecore.errors import Owner, ToolchainError
 from tilecore.kernel import Toolchain
+from tilecore.kit.tools import run_tool
 
 Language = Literal["c", "c++"]
 
@@ -42,11 +42,8 @@ class HostCompiler:
 
 @functools.lru_cache(maxsize=16)
 def _banner(path: str) -> str:
-    try:
-        result = subprocess.run([path, "--version"], capture_output=True, text=True, check=False, timeout=30, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-    lines = result.stdout.splitlines()
+    run = run_tool([path, "--version"], timeout=30)
+    lines = run.stdout.splitlines() if run.returncode is not None else []
     return lines[0].strip() if lines else "unknown"
 
 

@@ -1,8 +1,9 @@
 """Timing helpers for a backend's ``tilecore_bench``: one timing loop, the wall-clock default, method checks.
 
 ``timed_samples`` is the one timing loop (device events or the host clock),
-``wall_clock_bench`` the default ``tilecore_bench``, and ``timing_method``
-validates ``do_bench(backend=...)`` against what a target supports.
+``wall_clock_bench`` the default ``tilecore_bench``, ``event_bench`` the loop on a torch
+device's own events, and ``timing_method`` validates ``do_bench(backend=...)`` against
+what a target supports.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tilecore.errors import TilecoreError
 
 if TYPE_CHECKING:
+    import torch
+
     from tilecore.targets import ResolvedTarget
 
 
@@ -120,6 +123,42 @@ def wall_clock_bench(
         untimed_first_call=False,  # one estimate call, as before: emulated devices are slow
         max_repeat=max_repeat,
     )
+
+
+def event_bench(
+    fn: Callable[[], Any],
+    device: torch.device,
+    *,
+    flush_bytes: int = 0,
+    warmup: float = 25.0,
+    rep: float = 100.0,
+    n_warmup: int = 0,
+    n_repeat: int = 0,
+    max_repeat: int = 10_000,
+) -> list[float]:
+    """Milliseconds of each timed call of ``fn`` on ``device``, timed with the device's own events.
+
+    tilelang's ``do_bench`` "event" method for any device torch drives through a device module
+    (``torch.get_device_module(device)``: its ``Event(enable_timing=True)``, ``synchronize`` and
+    ``device`` context): :func:`timed_samples` on ``device``'s current stream, with a buffer of
+    ``flush_bytes`` zeroed before every call (one larger than the device's caches: every call starts cold).
+    """
+    import torch
+
+    module = torch.get_device_module(device)
+    with module.device(device):
+        flush = torch.empty(flush_bytes // 4, dtype=torch.int32, device=device)
+        return timed_samples(
+            fn,
+            new_event=lambda: module.Event(enable_timing=True),
+            synchronize=lambda: module.synchronize(device),
+            before_each=flush.zero_,
+            warmup=warmup,
+            rep=rep,
+            n_warmup=n_warmup,
+            n_repeat=n_repeat,
+            max_repeat=max_repeat,
+        )
 
 
 def timing_method(target: ResolvedTarget, requested: str, methods: Sequence[str], *, env_var: str | None = None) -> str:

@@ -14,7 +14,6 @@ import torch
 
 import tilecore
 from tilecore import CompiledKernel, KernelAdapter, ResolvedTarget, TargetSpec, TensorParam, Toolchain, hookimpl
-from tilecore.kit.artifacts import ArtifactStore
 from tilecore.kit.supply import make_tensor
 from tilelang_democpu import __version__, codegen, lowering, profiling, runtime, setup, target
 
@@ -47,13 +46,10 @@ def tilecore_create_adapter(target: ResolvedTarget, kernel: CompiledKernel) -> K
     # this backend implements tilecore_setup; require_toolchain checks it).
     toolchain = tilecore.require_toolchain(target)
     compiler = toolchain.location
-    # Reused only when it matches the checksum recorded at build time (else rebuilt, once).
+    # Reused only when it matches the checksum recorded at build time (else rebuilt, once); on a
+    # tilelang disk-cache hit tilelang's copy of the library is adopted, never loaded itself.
     copy = Path(kernel.library_path) if kernel.library_path is not None else None
     artifact = runtime.obtain(kernel, compiler, verified_copy=copy)
-    if kernel.library_path is not None:
-        # A tilelang disk-cache hit: tilelang's copy of the library is never loaded itself;
-        # it is repaired if it differs from the verified one.
-        ArtifactStore.repair_copy(Path(kernel.library_path), artifact)
     return runtime.CAdapter(kernel, artifact.path, runtime.key_of(artifact))
 
 
@@ -66,7 +62,7 @@ def tilecore_supply_tensor(target: ResolvedTarget, param: TensorParam, supply: s
 def tilecore_bench(
     target: ResolvedTarget, fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int, backend: str
 ) -> list[float]:
-    return profiling.bench(fn, warmup, rep, n_warmup, n_repeat, backend)
+    return profiling.bench(target, fn, warmup, rep, n_warmup, n_repeat, backend)
 
 
 __all__ = ["__version__"]

@@ -5,16 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tilecore import TilecoreError
-from tilecore.kit.timing import wall_clock_bench
+from tilecore import ResolvedTarget
+from tilecore.kit.timing import timing_method, wall_clock_bench
 
 #: tilelang's do_bench(backend=...) names this backend can honour: both mean host wall clock here.
 METHODS = ("event", "wall")
 
 
-def bench(fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int, backend: str = "event") -> list[float]:
-    if backend not in METHODS:
-        raise TilecoreError(
-            f"times kernels with the host clock; do_bench(backend={backend!r}) is not available. Valid: {', '.join(METHODS)}."
-        )
+def bench(
+    target: ResolvedTarget, fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int, backend: str = "event"
+) -> list[float]:
+    timing_method(target, backend, METHODS)
     return wall_clock_bench(fn, warmup=warmup, rep=rep, n_warmup=n_warmup, n_repeat=n_repeat)

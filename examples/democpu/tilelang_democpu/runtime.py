@@ -5,14 +5,13 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tilecore import CompiledKernel, ToolchainError
 from tilecore.errors import KernelFaultError
-from tilecore.kit.artifacts import Artifact, ArtifactStore
+from tilecore.kit.artifacts import Artifact, ArtifactStore, adopt
+from tilecore.kit.tools import check_tool
 from tilecore.upstream import template_include_dir
 from tilelang_democpu import __version__
 
@@ -42,29 +41,22 @@ def obtain(kernel: CompiledKernel, compiler: str, verified_copy: Path | None = N
     (a truncated or zero-filled file is rebuilt, never loaded); built once
     under a lock when several processes ask at the same time.
 
-    ``verified_copy``: a copy of this very library that its holder has checked against a
-    content hash -- tilelang's disk-cache entry, checked against its manifest before the
-    adapter is created (a remote-cache entry is verified before it is installed there), and
-    keyed by the toolchain's fingerprint.  When the store has no intact entry it is adopted
-    instead of running the compiler: a kernel served by a cache never pays the C++ build
-    (on a remote hit that build was the whole cost, seconds; docs/benchmarks/cache.md).
+    ``verified_copy``: tilelang's copy of this very library (a disk-cache hit), adopted
+    instead of running the compiler when the store has no intact entry (on a remote hit that
+    build was the whole cost, seconds; docs/benchmarks/cache.md), and repaired if it differs.
     """
     flags = [f"-{kernel.target['opt']}", "-std=c++17", "-fPIC", "-shared", f"-I{template_include_dir()}"]
     key = hashlib.sha256("\0".join([kernel.source, *flags, compiler, __version__]).encode()).hexdigest()[:32]
     where = kernel.error_owner
 
     def compile_into(staging: Path) -> None:
-        if verified_copy is not None and verified_copy.is_file() and verified_copy.stat().st_size > 0:
-            shutil.copyfile(verified_copy, staging / f"lib{key}.so")
+        if adopt(verified_copy, staging / f"lib{key}.so"):
             return
         source = staging / "kernel.cc"
         source.write_text(kernel.source)
-        command = [compiler, *flags, str(source), "-o", str(staging / f"lib{key}.so")]
-        result = subprocess.run(command, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
-        if result.returncode != 0:
-            raise ToolchainError(f"{compiler} failed to build it:\n{result.stderr[-2000:]}", owner=where)
+        check_tool([compiler, *flags, source, "-o", staging / f"lib{key}.so"], owner=where, what=compiler)
 
-    return STORE.obtain(key, f"lib{key}.so", compile_into, what=where)
+    return STORE.obtain(key, f"lib{key}.so", compile_into, what=where, copy=verified_copy)
 
 
 def key_of(artifact: Artifact) -> str:

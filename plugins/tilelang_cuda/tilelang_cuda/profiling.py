@@ -5,8 +5,8 @@ The algorithm is upstream's ``tilelang.profiler.do_bench`` ("event" backend,
 int32 buffer zeroed before each call to evict L2, a five-call estimate that
 turns the ``warmup``/``rep`` millisecond budgets into counts, then one pair of
 CUDA events around each timed call.  The loop is tilecore's
-(:func:`tilecore.kit.timing.timed_samples`, shared by every backend) with CUDA
-events and the flush; it returns every sample, so tilecore applies the
+(:func:`tilecore.kit.timing.event_bench`, shared by every backend timing with
+device events) with CUDA events and the flush; it returns every sample, so tilecore applies the
 caller's ``return_mode``/``quantiles``.  :func:`tilecore.kit.timing.timing_method`
 validates ``backend``.
 
@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from tilecore import ResolvedTarget
-from tilecore.kit.timing import timed_samples, timing_method
+from tilecore.kit.timing import event_bench, timing_method
 
 ENV_METHOD = "TILELANG_CUDA_BENCH"
 METHODS = ("event", "cudagraph")
@@ -38,35 +38,21 @@ def bench(
     """Milliseconds per call of ``fn`` on the current CUDA device, one sample per timed call (or replay)."""
     chosen = timing_method(target, backend, METHODS, env_var=ENV_METHOD)
     device = torch.device("cuda", torch.cuda.current_device())
+    if chosen == "cudagraph":
+        # Budgets from the event loop's estimate, then the repeats captured in one graph.
+        estimate = event_bench(fn, device, flush_bytes=FLUSH_BYTES, n_warmup=1, n_repeat=5)
+        per_call = max(sum(estimate) / len(estimate), 1e-6)
+        repeats = n_repeat if n_repeat > 0 else max(1, int(rep / per_call))
+        return _graph_samples(fn, repeats, device)
+    return event_bench(fn, device, flush_bytes=FLUSH_BYTES, warmup=warmup, rep=rep, n_warmup=n_warmup, n_repeat=n_repeat)
+
+
+def _graph_samples(fn: Callable[[], Any], repeats: int, device: torch.device) -> list[float]:
     flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device=device)
 
     def new_event() -> torch.cuda.Event:
         return torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
 
-    def synchronize() -> None:
-        torch.cuda.synchronize(device)
-
-    if chosen == "cudagraph":
-        # Budgets from the event loop's estimate, then the repeats captured in one graph.
-        estimate = timed_samples(fn, new_event=new_event, synchronize=synchronize, before_each=flush.zero_, n_warmup=1, n_repeat=5)
-        per_call = max(sum(estimate) / len(estimate), 1e-6)
-        repeats = n_repeat if n_repeat > 0 else max(1, int(rep / per_call))
-        return _graph_samples(fn, flush, repeats, device, new_event)
-    return timed_samples(
-        fn,
-        new_event=new_event,
-        synchronize=synchronize,
-        before_each=flush.zero_,
-        warmup=warmup,
-        rep=rep,
-        n_warmup=n_warmup,
-        n_repeat=n_repeat,
-    )
-
-
-def _graph_samples(
-    fn: Callable[[], Any], flush: torch.Tensor, repeats: int, device: torch.device, new_event: Callable[[], torch.cuda.Event]
-) -> list[float]:
     stream = torch.cuda.Stream(device=device)  # type: ignore[no-untyped-call]
     with torch.cuda.stream(stream):
         graph = torch.cuda.CUDAGraph()

@@ -15,11 +15,11 @@ import importlib.metadata
 import os
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from tilecore import Owner, Toolchain, ToolchainError
+from tilecore.kit.tools import run_tool
 
 INSTALL_HINT = (
     "install the CUDA toolkit (https://developer.nvidia.com/cuda-downloads) or `pip install nvidia-cuda-nvcc` (13.0 or newer), "
@@ -94,11 +94,10 @@ def upstream_nvcc() -> Path | None:
 
 def nvcc_version(nvcc: Path, owner: Owner) -> str:
     """``13.0.88`` from ``nvcc --version``."""
-    try:
-        result = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        raise ToolchainError(f"running {nvcc} --version failed ({type(err).__name__}: {err}); {INSTALL_HINT}", owner=owner) from err
+    result = run_tool([nvcc, "--version"], timeout=60)
     match = _VERSION.search(result.stdout)
+    if result.returncode is None:
+        raise ToolchainError(f"running {nvcc} --version failed ({result.failure}); {INSTALL_HINT}", owner=owner)
     if result.returncode != 0 or match is None:
         raise ToolchainError(
             f"{nvcc} --version exited with {result.returncode} and printed no version "
@@ -110,11 +109,8 @@ def nvcc_version(nvcc: Path, owner: Owner) -> str:
 
 def supported_archs(nvcc: Path) -> set[str]:
     """``sm_XX`` numbers ``nvcc --list-gpu-arch`` accepts (empty when it cannot say)."""
-    try:
-        result = subprocess.run([str(nvcc), "--list-gpu-arch"], capture_output=True, text=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return set()
-    return {f"sm_{n}" for n in re.findall(r"compute_(\d+)", result.stdout, flags=re.ASCII)}
+    output = run_tool([nvcc, "--list-gpu-arch"], timeout=60).stdout
+    return {f"sm_{n}" for n in re.findall(r"compute_(\d+)", output, flags=re.ASCII)}
 
 
 def arch_to_check(candidates: tuple[str, ...]) -> str:

@@ -1,8 +1,9 @@
 """Profiling: HIP-event timing through torch's device API, with a cache flush before every call.
 
 A ROCm build of torch implements ``torch.cuda.Event`` with HIP events
-(``hipEventRecord``/``hipEventElapsedTime``), so the timing below is HIP-event
-timing on the kernel's stream, as tilelang's ``do_bench`` does for CUDA.  Each
+(``hipEventRecord``/``hipEventElapsedTime``), so tilecore's device-event loop
+(:func:`tilecore.kit.timing.event_bench`) is HIP-event timing on the kernel's stream, as
+tilelang's ``do_bench`` does for CUDA.  Each
 timed call is preceded by writing a buffer larger than the device's caches, so
 every call starts cold.  On CDNA3/CDNA4 (MI300, MI350) the last level is the
 256 MB AMD Infinity Cache in front of HBM, so the flush buffer is twice that;
@@ -16,17 +17,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import torch
-
 from tilecore import ResolvedTarget
-from tilecore.kit.timing import timed_samples, timing_method
+from tilecore.kit.timing import event_bench, timing_method
 from tilelang_hip import runtime
 
 MIB = 1 << 20
 #: Flush buffer bytes per architecture prefix (Infinity Cache, MALL, is 256 MB on gfx94x/gfx95x).
 FLUSH_BYTES = {"gfx94": 512 * MIB, "gfx95": 512 * MIB}
 DEFAULT_FLUSH_BYTES = 256 * MIB
-MAX_REPEAT = 10_000
 
 
 def flush_bytes(arch: str) -> int:
@@ -40,46 +38,10 @@ def flush_bytes(arch: str) -> int:
 METHODS = ("event",)
 
 
-def event_bench(
-    fn: Callable[[], Any],
-    device: torch.device,
-    *,
-    warmup: float = 25.0,
-    rep: float = 100.0,
-    n_warmup: int = 0,
-    n_repeat: int = 0,
-    cache_bytes: int = DEFAULT_FLUSH_BYTES,
-) -> list[float]:
-    """Milliseconds of each timed call of ``fn`` on ``device``, measured with device events.
-
-    tilecore's timing loop (:func:`tilecore.kit.timing.timed_samples`, tilelang's
-    ``do_bench`` budgets) with HIP events on the device's current stream and a
-    cache flush before every call.  Works on any device torch drives through
-    ``torch.cuda`` (HIP on ROCm builds); callers check the vendor.
-    """
-    with torch.cuda.device(device):
-        cache = torch.empty(cache_bytes // 4, dtype=torch.int32, device=device)
-
-        def new_event() -> torch.cuda.Event:
-            return torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-
-        return timed_samples(
-            fn,
-            new_event=new_event,
-            synchronize=lambda: torch.cuda.synchronize(device),
-            before_each=cache.zero_,
-            warmup=warmup,
-            rep=rep,
-            n_warmup=n_warmup,
-            n_repeat=n_repeat,
-            max_repeat=MAX_REPEAT,
-        )
-
-
 def bench(
     target: ResolvedTarget, fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int, backend: str = "event"
 ) -> list[float]:
     """``tilecore_bench`` for ``hip``: HIP-event timing on the checked ROCm device; ``backend`` is validated."""
     timing_method(target, backend, METHODS)
     device = runtime.require_device(target)
-    return event_bench(fn, device, warmup=warmup, rep=rep, n_warmup=n_warmup, n_repeat=n_repeat, cache_bytes=flush_bytes(target["arch"]))
+    return event_bench(fn, device, flush_bytes=flush_bytes(target["arch"]), warmup=warmup, rep=rep, n_warmup=n_warmup, n_repeat=n_repeat)

@@ -22,13 +22,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tilecore import Owner, Toolchain, ToolchainError
+from tilecore.kit.tools import run_tool
 from tilelang_hip import DISTRIBUTION, __version__
 
 DEFAULT_ROCM_PATH = Path("/opt/rocm")
@@ -120,8 +120,7 @@ def hip_platform(install: RocmInstall, environ: Mapping[str, str] | None = None)
     hipconfig = install.tool("hipconfig")
     if hipconfig is None:
         return "amd"  # nothing to ask; upstream runs hipcc as is, and a wrong platform shows in its first error
-    result = subprocess.run([str(hipconfig), "--platform"], capture_output=True, text=True, check=False, env=dict(environ), timeout=60)
-    lines = result.stdout.strip().splitlines()
+    lines = run_tool([hipconfig, "--platform"], env=environ, timeout=60).stdout.strip().splitlines()
     return lines[-1].strip().lower() if lines else "unknown"
 
 

@@ -15,12 +15,12 @@ import contextlib
 import functools
 import re
 import shutil
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from tilecore import Availability, TargetOption, TargetOptionError, TargetSpec, ToolchainError, Upstream
+from tilecore.kit.tools import run_tool
 from tilelang_hip import DISTRIBUTION, __version__, runtime, setup
 
 #: Architectures tilelang 0.1.15's HIP backend generates matrix-core code for (MFMA on CDNA, WMMA on RDNA3/4).
@@ -87,10 +87,9 @@ def _from_rocminfo() -> tuple[str | None, str]:
     tool = tool or shutil.which("rocminfo")
     if tool is None:
         return None, "rocminfo not found"
-    try:
-        result = subprocess.run([tool], capture_output=True, text=True, check=False, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        return None, f"{tool} failed: {err}"
+    result = run_tool([tool], timeout=60)
+    if result.returncode is None:
+        return None, f"{tool} failed: {result.failure}"
     arch = parse_rocminfo(result.stdout)
     if arch is None:
         return None, f"{tool} lists no GPU agent"

@@ -18,17 +18,15 @@ import hashlib
 import json
 import logging
 import re
-import shutil
-import signal
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from tilecore import Owner, TilecoreError, ToolchainError
-from tilecore.kit.artifacts import Artifact, ArtifactStore
+from tilecore.kit.artifacts import Artifact, ArtifactStore, adopt
 from tilecore.kit.host_compiler import find_host_compiler
 from tilecore.kit.paths import cache_dir
+from tilecore.kit.tools import run_tool
 from tilelang_tpu import __version__, abi
 from tilelang_tpu.chips import error_owner
 from tilelang_tpu.cxx_headers import cxx_include_dirs
@@ -133,30 +131,20 @@ def _ppl_compile(source_path: Path, out: Path, chip: str, toolchain: TpuToolchai
         str(out),
     ]
     ppl_compile_runs += 1
-    result = subprocess.run(
-        command, cwd=out.parent, env=toolchain.process_env(), capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL
-    )
-    if result.returncode == 0:
+    result = run_tool(command, cwd=out.parent, env=toolchain.process_env())
+    if result.ok:
         device_c = out / "device" / f"{source_path.stem}.c"
         if device_c.is_file():
             return device_c
-    log = f"$ {' '.join(command)}\nexit status {result.returncode}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
-    kept = _keep_failure(key, source, log)
+    kept = _keep_failure(key, source, result.log())
     if result.returncode == EXIT_LOCAL_MEMORY:
         raise LocalMemoryError(
             f"the kernel's tiles do not fit in {chip}'s local memory (ppl-compile exit status 17, local-memory "
             f"address assignment failed). Use smaller tiles (block sizes) or fewer live local buffers. Source kept at {kept}.",
             owner=where,
         )
-    output = (result.stderr or result.stdout).strip()
-    excerpt = output if len(output) <= 3000 else f"{output[:2000]}\n[...]\n{output[-1000:]}"
-    status = (
-        f"crashed with signal {signal.Signals(-result.returncode).name}"
-        if result.returncode < 0
-        else f"failed with exit status {result.returncode}"
-    )
     raise PplCompileError(
-        f"ppl-compile {status}:\n{excerpt}\n"
+        f"ppl-compile {result.ended}:\n{result.excerpt()}\n"
         f"The generated PPL source is kept at {kept} (full log next to it). This is a bug in the tpu codegen or an "
         "unsupported construct; please report it with that file.",
         owner=where,
@@ -180,22 +168,19 @@ def _link(device_c: Path, output: Path, chip: str, toolchain: TpuToolchain, key:
         f"-L{emulator_lib.parent}", f"-Wl,-rpath,{emulator_lib.parent}", f"-l{emulator_lib.stem.removeprefix('lib')}",
         "-lm", "-Wl,--no-undefined", "-o", str(output),
     ]  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL, env=toolchain.process_env())
-    if result.returncode != 0:
-        kept = _keep_failure(key, source, f"$ {' '.join(command)}\n{result.stdout}\n{result.stderr}")
-        raise ToolchainError(f"linking the device library failed:\n{result.stderr.strip()[-3000:]}\nSource kept at {kept}.", owner=where)
+    result = run_tool(command, env=toolchain.process_env())
+    if not result.ok:
+        kept = _keep_failure(key, source, result.log())
+        raise ToolchainError(f"linking the device library {result.ended}:\n{result.excerpt()}\nSource kept at {kept}.", owner=where)
 
 
 def build(source: str, name: str, chip: str, mode: str, toolchain: TpuToolchain, verified_copy: Path | None = None) -> Build:
     """The kernel library for ``source``: reused from the disk cache when its recorded
     SHA-256 matches, else built (once, under a lock shared by concurrent processes).
 
-    ``verified_copy`` is a copy of this very library that its holder has already checked
-    against a content hash (tilelang's disk-cache entry, checked against its manifest
-    before the adapter is created; a remote-cache entry is checked before it is installed
-    there).  When the store has no intact entry it is adopted instead of re-running
-    ppl-compile and the link: a kernel served by the local or remote tilelang cache never
-    pays the device build again.
+    ``verified_copy``: tilelang's copy of this very library (a disk-cache hit), adopted
+    instead of re-running ppl-compile and the link when the store has no intact entry
+    (:func:`tilecore.kit.artifacts.adopt`), and repaired if it differs.
     """
     where = kernel_where(chip, mode, name)
     if mode != "cmodel":
@@ -214,8 +199,7 @@ def build(source: str, name: str, chip: str, mode: str, toolchain: TpuToolchain,
             "toolchain": toolchain.version,
             "plugin": __version__,
         }
-        if verified_copy is not None and verified_copy.is_file() and verified_copy.stat().st_size > 0:
-            shutil.copyfile(verified_copy, staging / filename)
+        if adopt(verified_copy, staging / filename):
             (staging / "build.json").write_text(json.dumps({**manifest, "adopted_from": str(verified_copy)}, indent=2) + "\n")
             return {"ppl_compile_seconds": 0.0, "link_seconds": 0.0, "adopted": True}
         source_path = staging / SOURCE
@@ -227,7 +211,7 @@ def build(source: str, name: str, chip: str, mode: str, toolchain: TpuToolchain,
         (staging / "build.json").write_text(json.dumps(manifest, indent=2) + "\n")
         return {"ppl_compile_seconds": compiled - started, "link_seconds": linked - compiled}
 
-    artifact = STORE.obtain(key, filename, make, what=where)
+    artifact = STORE.obtain(key, filename, make, what=where, copy=verified_copy)
     if not artifact.built:
         logger.debug("%s: verified disk cache hit %s", where, artifact.path)
         return Build(artifact.path, True, 0.0, key=key, artifact=artifact)

@@ -38,6 +38,7 @@ import filelock
 
 from tilecore import ToolchainError
 from tilecore.kit.paths import CacheDirectoryError, cache_write_error, private_tempdir, publish_dir
+from tilecore.kit.tools import run_tool
 from tilelang_tpu import __version__
 from tilelang_tpu.setup import (
     INSTALL_COMMAND,
@@ -129,8 +130,8 @@ def resolve_wheel_url(version: str) -> str | None:
     or ``None`` if pip cannot say without downloading (then pip downloads it itself)."""
     command = _pip("install", "--dry-run", "--quiet", "--report", "-", "--no-deps", "--ignore-requires-python",
                    "--only-binary=:all:", "--ignore-installed", f"{PACKAGE}=={version}")  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
-    if result.returncode != 0:
+    result = run_tool(command)
+    if not result.ok:
         return None
     try:
         report = json.loads(result.stdout)

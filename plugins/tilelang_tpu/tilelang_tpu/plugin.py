@@ -72,9 +72,11 @@ def tilecore_supply_tensor(target: ResolvedTarget, param: TensorParam, supply: s
 def tilecore_bench(
     target: ResolvedTarget, fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int, backend: str
 ) -> list[float]:
+    from tilecore.kit.timing import timing_method
     from tilelang_tpu import profiling
 
-    return profiling.bench(fn, target["mode"], warmup, rep, n_warmup, n_repeat, backend)
+    timing_method(target, backend, profiling.METHODS)
+    return profiling.bench(fn, target["mode"], warmup, rep, n_warmup, n_repeat)
 
 
 __all__ = ["__version__"]

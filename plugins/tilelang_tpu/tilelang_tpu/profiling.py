@@ -47,14 +47,8 @@ def emulator_counts(n_warmup: int, n_repeat: int) -> tuple[int, int]:
 METHODS = ("event", "wall")
 
 
-def bench(fn: Callable[[], Any], mode: str, warmup: float, rep: float, n_warmup: int, n_repeat: int, backend: str = "event") -> list[float]:
+def bench(fn: Callable[[], Any], mode: str, warmup: float, rep: float, n_warmup: int, n_repeat: int) -> list[float]:
     """Milliseconds of each timed call of ``fn`` (launches are synchronous, so wall time is complete)."""
-    if backend not in METHODS:  # the registry names the target and distribution
-        from tilecore import TilecoreError
-
-        raise TilecoreError(
-            f"times synchronous launches with the host clock; do_bench(backend={backend!r}) is not available. Valid: {', '.join(METHODS)}."
-        )
     if mode == "cmodel":
         _warn_once()
         warmups, repeats = emulator_counts(n_warmup, n_repeat)

@@ -26,7 +26,6 @@ import torch
 
 from tilecore import CompiledKernel, TilecoreError
 from tilecore.errors import KernelFaultError
-from tilecore.kit.artifacts import ArtifactStore
 from tilelang_tpu import abi
 from tilelang_tpu import build as _build_module
 from tilelang_tpu.build import Build, LocalMemoryError, PplCompileError, build, forget, kernel_where, still_intact
@@ -146,8 +145,6 @@ def create_adapter(kernel: CompiledKernel, toolchain: TpuToolchain) -> EmulatorA
         raise pcie_unsupported()
     copy = Path(kernel.library_path) if kernel.library_path is not None else None
     built = build(kernel.source, kernel.name, chip, mode, toolchain, verified_copy=copy)
-    if kernel.library_path is not None and built.artifact is not None:
-        ArtifactStore.repair_copy(Path(kernel.library_path), built.artifact)
     return ADAPTERS[chip](kernel, built, toolchain)
 
 

@@ -29,9 +29,7 @@ import json
 import logging
 import os
 import shutil
-import signal
 import stat
-import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -39,6 +37,7 @@ from pathlib import Path
 
 from tilecore import Toolchain, ToolchainError
 from tilecore.kit.paths import cache_root
+from tilecore.kit.tools import run_tool
 from tilelang_tpu.chips import CHIPS, FALLBACK_CHIP_CODES, TARGET_NAME, error_owner
 from tilelang_tpu.cxx_headers import cxx_include_dirs
 
@@ -190,42 +189,27 @@ def source_envsetup(script: Path, base_env: Mapping[str, str] | None = None) -> 
     # `source` runs in this shell so its exports reach `env -0`; the script's own output goes to
     # stderr so that stdout carries only the NUL-separated environment.
     command = 'source "$1" >&2 || exit $?; env -0'
-    process = subprocess.Popen(
-        [bash, "--noprofile", "--norc", "-c", command, "tilelang-tpu-envsetup", str(script)],
-        cwd=script.parent,
-        env=base,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,  # its own process group, killed as a whole on timeout
+    result = run_tool(
+        [bash, "--noprofile", "--norc", "-c", command, "tilelang-tpu-envsetup", script], cwd=script.parent, env=base, timeout=timeout
     )
-    try:
-        stdout, stderr_bytes = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
+    if result.returncode is None:
         raise ToolchainError(
-            f"sourcing {script} (from PPL_PROJECT_ROOT) did not finish within {timeout:g} s; it and everything it "
-            f"started were stopped. Fix the script, raise {ENVSETUP_TIMEOUT_ENV}, or unset PPL_PROJECT_ROOT.",
+            f"sourcing {script} (from PPL_PROJECT_ROOT) {result.failure}. "
+            f"Fix the script, raise {ENVSETUP_TIMEOUT_ENV}, or unset PPL_PROJECT_ROOT.",
             owner=where,
-        ) from None
-    finally:
-        # Whatever the script left running in the background is not ours to keep.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
-    if process.returncode != 0:
-        stderr = stderr_bytes.decode(errors="replace").strip()[-2000:]
+        )
+    if not result.ok:
+        stderr = result.excerpt(2000)
         raise ToolchainError(
-            f"sourcing {script} (from PPL_PROJECT_ROOT) failed with exit status {process.returncode}"
+            f"sourcing {script} (from PPL_PROJECT_ROOT) {result.ended}"
             + (f":\n{stderr}\n" if stderr else ". ")
             + "Fix the script, point PPL_PROJECT_ROOT at a working PPL SDK, or unset it to use an installed "
             f"tpu_mlir or `{INSTALL_COMMAND}`.",
             owner=where,
         )
     exported: dict[str, str] = {}
-    for item in stdout.split(b"\0"):
-        name, eq, value = item.decode(errors="surrogateescape").partition("=")
+    for item in result.stdout.split("\0"):
+        name, eq, value = item.partition("=")
         if not eq or not name or name in _SHELL_NOISE or name.startswith("BASH_FUNC_"):
             continue
         if base.get(name) != value:

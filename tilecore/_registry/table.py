@@ -1,0 +1,92 @@
+"""The registry's state: every backend of one registry, the name index of loaded targets, the lock.
+
+:class:`BackendTable` owns the state (the backend list, the target-name index, the lock,
+the hook-caller cache, the host compiler's own kinds); the loading, resolution and
+dispatch pieces receive it and never the :class:`~tilecore._registry.registry.Registry`.
+Listing reads entry-point metadata only and imports nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from tilecore._registry.discovery import PluginPolicy, discover
+from tilecore._registry.records import Backend, State
+from tilecore.errors import TilecoreError
+from tilecore.targets import ResolvedTarget, TargetSpec
+
+
+class BackendTable:
+    """Every backend of one registry, the name index of loaded targets, and the lock guarding both."""
+
+    def __init__(self, policy: PluginPolicy, builtin_kinds: Callable[[], Iterable[str]]) -> None:
+        self.policy = policy
+        self._builtin_kinds = builtin_kinds
+        self.lock = threading.RLock()
+        self.entries: list[Backend] = []
+        self.index: dict[str, list[tuple[Backend, TargetSpec]]] = {}
+        self.callers: dict[tuple[int, str], Any] = {}
+        self._discovered = False
+
+    def builtin_kinds(self) -> set[str]:
+        return set(self._builtin_kinds())
+
+    def backends(self) -> list[Backend]:
+        """Every backend known so far; reads entry-point metadata, imports nothing."""
+        self.ensure_discovered()
+        return list(self.entries)
+
+    def ensure_discovered(self) -> None:
+        if self._discovered:
+            return
+        with self.lock:
+            if self._discovered:
+                return
+            for backend in discover():
+                blocked = self.policy.decide(backend.name, backend.distribution)
+                if blocked is not None:
+                    backend.state, backend.reason = State.BLOCKED, blocked
+                    backend.unblock = self.policy.unblock(backend.name, backend.distribution)
+                self.entries.append(backend)
+            self._discovered = True
+
+    def metadata_names(self) -> dict[str, list[Backend]]:
+        """Target name -> allowed backends whose metadata claims it (imports nothing)."""
+        names: dict[str, list[Backend]] = {}
+        for backend in self.backends():
+            if backend.state is State.BLOCKED:
+                continue
+            for name in backend.claims:
+                names.setdefault(name, []).append(backend)
+        return names
+
+    def declared_targets(self) -> list[tuple[Backend, TargetSpec]]:
+        """(backend, spec) of every loaded backend, in load order."""
+        return [(b, s) for b in self.entries if b.state is State.LOADED for s in b.targets]
+
+    def known_names(self) -> set[str]:
+        """Every target name listed in metadata or declared by a loaded backend."""
+        names = set(self.metadata_names())
+        names.update(name for _, spec in self.declared_targets() for name in spec.names)
+        return names
+
+    def backend_of(self, target: ResolvedTarget) -> Backend:
+        for backend in self.entries:
+            if backend.name == target.backend and backend.distribution == target.distribution:
+                return backend
+        raise TilecoreError(f"target {target} names backend {target.backend!r}, which is not registered")
+
+    def index_targets(self, backend: Backend) -> None:
+        for spec in backend.targets:
+            for name in spec.names:
+                self.index.setdefault(name, []).append((backend, spec))
+        self.callers.clear()
+
+    def forget(self, backend: Backend) -> None:
+        for name in list(self.index):
+            self.index[name] = [(b, s) for b, s in self.index[name] if b is not backend]
+            if not self.index[name]:
+                del self.index[name]
+        self.callers.clear()
