@@ -12,11 +12,12 @@ mkdir -p "$out"
 work=$(mktemp -d /tmp/tilecore-diff.XXXXXX)
 site=$work/site
 mkdir -p "$site" "$work/tc"
-tar -C "$site" -xJf .diffarm/sitetpu.tar.xz
+tar -C "$site" -xJf .diffarm/site.tar.xz
 tar -C "$work/tc" -xJf .diffarm/tc.tar.xz
 python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" .diffarm/ours/*.whl >/dev/null
 python3 -c "import site, sysconfig; open(sysconfig.get_paths()['purelib'] + '/zz-tilecore-payload.pth', 'w').write('import site; site.addsitedir(%r)\\n' % '$site')"
-export PYTHONPATH=$site TILELANG_TPU_TOOLCHAIN_DIR=$work/tc/toolchain PYTHONUNBUFFERED=1
+# CPU only: upstream's kernels put their tensors on a visible GPU, which the c target refuses.
+export PYTHONPATH=$site TILELANG_TPU_TOOLCHAIN_DIR=$work/tc/toolchain PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES=
 # ppl-compile 1.30.2 hard-codes GCC 12 / 11 header paths; DIFF_GCC11_LINK=1 applies the old workaround
 # (a c++/11 -> 12 link) to compare with the backend's own header selection.
 if [ "${DIFF_GCC11_LINK:-0}" = 1 ] && [ -d /usr/include/x86_64-linux-gnu/c++/12 ] && [ ! -e /usr/include/x86_64-linux-gnu/c++/11 ]; then
