@@ -231,3 +231,37 @@ def test_16_bit_cast_of_a_block_index_as_a_tile_op_operand() -> None:
     run_checked(kernel, x, y, inputs=(0,))
     scale = (torch.arange(rows) // block * 1000 + 257).to(torch.bfloat16).unsqueeze(1)
     assert torch.equal(y, x * scale)
+
+
+def half_arithmetic_kernel(dtype: str) -> Any:
+    """Device differential run, seed 5018 #75 (refused before casts rounded, then WRONG): the
+    difference of two 16-bit casts, widened to fp32, in a T.serial loop; and ``a * b + c``."""
+
+    @T.prim_func
+    def half_arithmetic(X: T.Tensor((M, N), "float16"), Ids: T.Tensor((M, N), "int32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=1):
+            x = T.alloc_local((M, N), "float16")
+            y = T.alloc_fragment((M, N), "float32")
+            T.copy(X, x)
+            for i in T.serial(M):
+                for j in T.serial(N):
+                    a = T.cast(x[i, j], dtype) - T.cast(T.cast(Ids[i, j], "int8"), dtype)
+                    y[i, j] = T.cast(a * T.cast(x[i, N - 1 - j], dtype) + T.cast(3.0, dtype), "float32")
+            T.copy(y, Y)
+
+    return half_arithmetic
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16_bit_arithmetic_in_scalar_code_rounds_each_operation(dtype: str) -> None:
+    kernel = tilelang.compile(half_arithmetic_kernel(dtype), target="tpu")
+    g = torch.Generator().manual_seed(75)
+    x = (torch.randn(M, N, generator=g) * 100).to(torch.float16)
+    ids = torch.randint(-127, 128, (M, N), generator=g, dtype=torch.int32)
+    y = torch.zeros(M, N)
+    run_checked(kernel, x, ids, y, inputs=(0, 1))
+    t = TORCH[dtype]
+    a = x.to(t) - ids.to(torch.int8).to(t)
+    expected = (a * x.flip(1).to(t) + torch.tensor(3.0, dtype=t)).float()
+    wrong = (y != expected) & ~(y.isnan() & expected.isnan())
+    assert not wrong.any(), f"{int(wrong.sum())} wrong, e.g. {y[wrong][:4].tolist()}, torch {expected[wrong][:4].tolist()}"

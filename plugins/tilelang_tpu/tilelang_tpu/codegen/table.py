@@ -367,9 +367,9 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "`T.Parallel` bodies with no vector form over them",
         "through fp32, with the TIU's conversions: a loop of per-element code that only reads a 16-bit tile reads an fp32 "
         "copy made once before it (`tiu::cast`); any other access moves the element through a one-element scratch "
-        "(`dma::move`/`load`/`store`, `tiu::cast` with the IEEE overflow fix, a wait). Arithmetic is in `float`, rounded "
-        "to the element type on each store; every cast to fp16/bf16 in scalar code (from an integer, fp32 or the other "
-        "16-bit type) rounds through the same scratch as torch's `.to()` does (an integer through fp32 first). "
+        "(`dma::move`/`load`/`store`, `tiu::cast` with the IEEE overflow fix, a wait). Scalar code holds 16-bit values in `float`s "
+        "of their type: every cast to fp16/bf16 (from an integer, fp32 or the other 16-bit type) and every fp16/bf16 "
+        "`+ - * /` rounds through the same scratch, as torch does (an integer through fp32 first). "
         "Performance: 2-3 instructions and a wait per element off the shadow path",
         "codegen/emit/half_elements",
     ),

@@ -27,7 +27,7 @@ from tilelang_tpu.codegen.emit.elements import (
     scalar_capable,
     sync,
 )
-from tilelang_tpu.codegen.emit.half_elements import HALF_DTYPES, half_cast, half_value, release_shadows, shadow_half_tiles
+from tilelang_tpu.codegen.emit.half_elements import half_cast, release_shadows, shadow_half_tiles
 from tilelang_tpu.codegen.emit.parallel import elementwise, emit_parallel
 from tilelang_tpu.codegen.emit.reshape import reshape_global
 from tilelang_tpu.codegen.emit.serial_ops import emit_fill_elements, per_element_loop
@@ -139,8 +139,7 @@ def stmt(em: EmitContext, s: Any) -> None:
         elif isinstance(s, tirx.Bind):
             if "int" not in str(s.var.dtype) and "float" not in str(s.var.dtype) and str(s.var.dtype) != "bool":
                 raise em.fail(f"binding of a {s.var.dtype} value")
-            dtype = str(s.var.dtype)
-            value = half_value(em, s.value, dtype) if dtype in HALF_DTYPES else em.element_expr(s.value)
+            value = em.element_expr(s.value)
             name = em.fresh(s.var.name)
             ctype = "bool" if str(s.var.dtype) == "bool" else "int" if "int" in str(s.var.dtype) else "float"
             em.emit(f"{ctype} {name} = {value};")
@@ -369,9 +368,8 @@ def while_(em: EmitContext, loop: Any) -> None:
 
 def buffer_store(em: EmitContext, s: Any) -> None:
     if s.buffer.data in em.scalars:
-        # A 16-bit T.alloc_var holds a value of its type: the stored value is rounded (half_value).
-        value = half_value(em, s.value, str(s.buffer.dtype)) if str(s.buffer.dtype) in HALF_DTYPES else em.element_expr(s.value)
-        em.emit(f"{em.scalars[s.buffer.data]} = {value};")
+        # (A 16-bit T.alloc_var holds a value of its type: the printer rounds 16-bit casts and arithmetic.)
+        em.emit(f"{em.scalars[s.buffer.data]} = {em.element_expr(s.value)};")
         return
     tile_form = ((s.buffer.data in em.tiles or s.buffer.data in em.globals_) and all(is_const(i) for i in s.indices)) or (
         s.buffer.data in em.globals_ and _tile_values_only(em, s.value)

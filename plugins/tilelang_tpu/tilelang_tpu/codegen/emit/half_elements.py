@@ -34,7 +34,7 @@ from tilelang_tpu.codegen.scalar import HALF_DTYPES
 if TYPE_CHECKING:
     from tilelang_tpu.codegen.context import EmitContext
 
-__all__ = ["HALF_DTYPES", "half_cast", "half_read", "half_value", "half_write", "release_shadows", "shadow_half_tiles"]
+__all__ = ["HALF_DTYPES", "half_cast", "half_read", "half_write", "release_shadows", "shadow_half_tiles"]
 
 
 def _one(em: EmitContext) -> str:
@@ -161,21 +161,6 @@ def half_cast(em: EmitContext, value: str, source: str, dtype: str, guard: str) 
     em.emit("}")
     em.scalar_synced = False
     return name
-
-
-def half_value(em: EmitContext, value: Any, dtype: str) -> str:
-    """C text of ``value`` (a TIR expression of the 16-bit ``dtype``) rounded to ``dtype``: what a
-    16-bit scalar (``T.alloc_var``, a let binding) holds, so that reading it back as a ``float`` is
-    exact.  An element, a variable or a constant of that type is one already; a cast to it is
-    rounded by :func:`half_cast` itself; anything else (arithmetic the scalar unit did in ``float``)
-    is rounded here, once, as a store to a 16-bit element is."""
-    from tvm import tirx
-
-    if isinstance(value, tirx.Cast) and str(value.dtype) == dtype and not isinstance(value.value, (tirx.IntImm, tirx.FloatImm)):
-        value = value.value  # the cast is the rounding below
-    elif isinstance(value, (tirx.BufferLoad, tirx.Var, tirx.IntImm, tirx.FloatImm, tirx.Cast)):
-        return em.element_expr(value)
-    return half_cast(em, em.element_expr(value), str(value.dtype), dtype, "")
 
 
 def shadow_half_tiles(em: EmitContext, body: Any) -> list[Any]:
