@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tilecore.executor import state
+from tilecore.executor import outcome, state
 from tilecore.executor.spec import parse
 from tilecore.executor.tasks import Fault, bench_task, compile_task
 
@@ -145,13 +145,7 @@ class RayExecutor:
             )
             return job.run_local()
         results = sweep.run()
-        passed = [r for r in results if r["status"] == "ok"]
-        if not passed:
-            raise RuntimeError(
-                "Auto-tuning failed: No configuration successfully compiled and passed benchmarking/validation "
-                f"(tilecore executor 'ray': {', '.join(sorted({r['status'] for r in results}))})."
-            )
-        best = min(passed, key=lambda r: (r["latency"], r["index"]))
+        best = outcome.best(results, "ray")
         record = {
             "target": job.target,
             "device_class": identity["device_class"],
@@ -201,6 +195,7 @@ class _Sweep:
         self.quarantined: set[str] = set()
         self.profile = job.profile()
         self.warmup, self.rep = int(job.options["warmup"]), int(job.options["rep"])
+        self.deadline = float(job.options.get("timeout") or 0)  # tilelang's per-config timeout, enforced in the bench task
         remote = ray.remote
         self._compile = remote(compile_task)
         self._bench = remote(bench_task)
@@ -223,7 +218,7 @@ class _Sweep:
 
     def _submit_bench(self, candidate: Any) -> Any:
         options = {"num_cpus": 1, "resources": {self.bench: 1}, "max_retries": self.executor.max_retries}
-        return self._bench.options(**options).remote(candidate.program, self.profile, self.warmup, self.rep)
+        return self._bench.options(**options).remote(candidate.program, self.profile, self.warmup, self.rep, self.deadline)
 
     def run(self) -> list[dict[str, Any]]:
         results: dict[int, dict[str, Any]] = {}

@@ -1,4 +1,4 @@
-"""The task bodies that run on cluster nodes: compile one candidate, benchmark one candidate.
+"""The task bodies that run on cluster nodes or pool workers: compile one candidate, benchmark one.
 
 Each returns a few hundred bytes of plain data; the compiled kernel travels through the
 signed remote cache (``tilelang.compile`` publishes it, :func:`tilecore.remote.flush` makes
@@ -9,8 +9,10 @@ shipped with the task.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import socket
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -31,9 +33,10 @@ def _crash_if_asked(fault: Fault) -> None:
 
 
 def _where() -> dict[str, Any]:
-    import ray
-
-    return {"node": ray.get_runtime_context().get_node_id(), "host": socket.gethostname(), "pid": os.getpid()}
+    """Where the task ran: the Ray node id on a cluster, else the host (a pool worker)."""
+    ray: Any = sys.modules.get("ray")
+    node = ray.get_runtime_context().get_node_id() if ray is not None and ray.is_initialized() else socket.gethostname()
+    return {"node": node, "host": socket.gethostname(), "pid": os.getpid()}
 
 
 def compile_task(program: bytes, fault: Fault = None) -> dict[str, Any]:
@@ -59,8 +62,23 @@ def compile_task(program: bytes, fault: Fault = None) -> dict[str, Any]:
     return result
 
 
-def bench_task(program: bytes, profile: bytes, warmup: int, rep: int) -> dict[str, Any]:
-    """Load one candidate (a remote cache hit), check it against ``ref_prog`` and time it."""
+def bench_task(program: bytes, profile: bytes, warmup: int, rep: int, deadline_s: float = 0.0) -> dict[str, Any]:
+    """Load one candidate (a cache hit), check it against ``ref_prog`` and time it.
+
+    ``deadline_s`` > 0 (tilelang's per-config ``timeout``): a benchmark still running then ends
+    this process (faulthandler's watchdog is a C thread: it fires even when a hung kernel holds
+    the GIL, and prints where the task hung), so the executor sees the worker die and the hung
+    kernel holds no slot.  The process pool kills the worker itself at the same deadline."""
+    if deadline_s > 0:
+        faulthandler.dump_traceback_later(deadline_s, exit=True)
+    try:
+        return _bench(program, profile, warmup, rep)
+    finally:
+        if deadline_s > 0:
+            faulthandler.cancel_dump_traceback_later()
+
+
+def _bench(program: bytes, profile: bytes, warmup: int, rep: int) -> dict[str, Any]:
     import tilecore
     from tilecore import remote
     from tilecore._bridge.tuner import benchmark_candidate
