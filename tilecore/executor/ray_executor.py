@@ -24,12 +24,11 @@ import platform
 import socket
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from tilecore.executor import outcome, state
 from tilecore.executor.spec import parse
-from tilecore.executor.tasks import Fault, bench_task, compile_task
+from tilecore.executor.tasks import bench_task, compile_task
 
 PREFIX = "tilecore"
 
@@ -49,8 +48,7 @@ def _ray() -> Any:
 
 class RayExecutor:
     """Options (keyword or ``?name=value``): ``address``; ``max_retries`` (worker crashes, default 2);
-    ``device_class`` (which devices' timings a record holds; default the target); ``inject_crash``
-    (tests of crash handling: ``"INDEX:always,INDEX:once"``) with ``crash_markers`` (a directory)."""
+    ``device_class`` (which devices' timings a record holds; default the target)."""
 
     name = "ray"
 
@@ -61,7 +59,6 @@ class RayExecutor:
         self.address: str = str(merged.pop("address", parsed.address) or "")
         self.max_retries = int(merged.pop("max_retries", 2))
         self.device_class: str | None = merged.pop("device_class", None)
-        self._faults = _parse_faults(str(merged.pop("inject_crash", "")), merged.pop("crash_markers", None))
         if merged:
             raise ValueError(f"unknown ray executor option(s): {', '.join(sorted(merged))}")
         if self.address.lower() in ("local", "local:"):
@@ -213,8 +210,7 @@ class _Sweep:
         return options
 
     def _submit_compile(self, candidate: Any) -> Any:
-        fault = self.executor._faults.get(candidate.index)
-        return self._compile.options(**self._compile_options()).remote(candidate.program, fault)
+        return self._compile.options(**self._compile_options()).remote(candidate.program)
 
     def _submit_bench(self, candidate: Any) -> Any:
         options = {"num_cpus": 1, "resources": {self.bench: 1}, "max_retries": self.executor.max_retries}
@@ -253,13 +249,3 @@ class _Sweep:
             else:
                 results[candidate.index] = {**base, **out, "compiled_on": compiled_on.get(candidate.index)}
         return [results[c.index] for c in self.candidates]
-
-
-def _parse_faults(text: str, markers: Any) -> dict[int, Fault]:
-    faults: dict[int, Fault] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        index, _, mode = item.partition(":")
-        if mode not in ("always", "once") or markers is None:
-            raise ValueError(f"inject_crash item {item!r}: write INDEX:always or INDEX:once, with crash_markers=DIR")
-        faults[int(index)] = (mode, str(Path(markers) / f"crash-{index}"))
-    return faults
