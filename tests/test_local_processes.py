@@ -105,3 +105,17 @@ def test_the_switch_is_parsed_as_every_executor_setting() -> None:
         LocalExecutor("local?procs=4")
     with pytest.raises(ValueError, match="processes=-1"):
         LocalExecutor("local", processes=-1)
+
+
+def test_placement_says_how_many_benchmarks_a_machine_runs_at_once() -> None:
+    from tilecore import Placement, PluginValidationError
+    from tilecore.executor.outcome import bench_slots, placement
+
+    assert placement("democpu") == Placement() and placement("tpu") == Placement()  # the default: as before
+    assert bench_slots(Placement()) == 1 and Placement().exclusive
+    assert bench_slots(Placement(per="device", devices=lambda: 3)) == 3
+    assert bench_slots(Placement(per="device", devices=lambda: 0)) == 0  # no device here: no bench slot advertised
+    assert placement("no-such-target") == Placement()
+    with pytest.raises(PluginValidationError, match="per='rack'"):
+        Placement(per="rack")
+    assert executor.node_resources(["democpu"]) == {"tilecore:democpu:toolchain": 1.0, "tilecore:democpu:bench": 1.0}

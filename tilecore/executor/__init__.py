@@ -95,9 +95,11 @@ def doctor_report() -> dict[str, Any]:
 
 def node_resources(targets: list[str] | None = None) -> dict[str, float]:
     """The Ray resources this node may advertise (``ray start --resources``): for every target
-    whose toolchain set-up succeeds here, ``tilecore:<target>:toolchain`` and one
-    ``tilecore:<target>:bench`` slot (benchmarks on a host never overlap)."""
+    whose toolchain set-up succeeds here, ``tilecore:<target>:toolchain`` and its
+    ``tilecore:<target>:bench`` slots: the target's :class:`tilecore.Placement` says how many
+    (one per host by default, one per device for ``per="device"``)."""
     import tilecore
+    from tilecore.executor.outcome import bench_slots, placement
     from tilecore.executor.ray_executor import bench_resource, toolchain_resource
 
     registry = tilecore.activate()
@@ -111,5 +113,7 @@ def node_resources(targets: list[str] | None = None) -> dict[str, float]:
         except Exception:
             continue  # a node without a working toolchain never advertises it
         found[toolchain_resource(name)] = 1.0
-        found[bench_resource(name)] = 1.0
+        slots = bench_slots(placement(name))
+        if slots:
+            found[bench_resource(name)] = float(slots)
     return found

@@ -4,7 +4,8 @@ Without options it is tilelang's own sweep in this process (today's behaviour, t
 With ``processes=N`` (``TILECORE_EXECUTOR=local?processes=N`` or
 ``configure("local", processes=N)``) the sweep runs in a pool of N worker processes, for crash
 isolation: configs compile N at a time, then benchmark one at a time (a benchmark never
-shares the machine with another task, as in tilelang's sweep); a worker that dies (a TVM
+shares the machine with another task, as in tilelang's sweep; N at a time when the target's
+:class:`tilecore.Placement` is not exclusive); a worker that dies (a TVM
 segfault, an emulator abort) has its task retried on a fresh worker, ``max_retries`` times
 (default 2), then the config is recorded ``lost`` and the sweep goes on; a benchmark running
 past tilelang's per-config ``timeout`` has its worker killed and the config recorded ``lost``.
@@ -18,7 +19,7 @@ import time
 from typing import Any
 
 from tilecore.executor import state
-from tilecore.executor.outcome import best
+from tilecore.executor.outcome import best, placement
 from tilecore.executor.pool import ProcessPool, Task
 from tilecore.executor.spec import parse
 
@@ -60,7 +61,8 @@ class LocalExecutor:
             for c in candidates
             if compiled[c.index]["status"] == "compiled"
         ]
-        measured = self._pool.run(benches, width=1)
+        exclusive = placement(job.target).exclusive  # the default: one benchmark at a time on this machine
+        measured = self._pool.run(benches, width=1 if exclusive else self.processes)
         state.counters["bench_tasks"] += len(measured)
         results = [{"index": c.index, "config": c.config, **measured.get(c.index, compiled[c.index])} for c in candidates]
         state.counters["lost"] += sum(r["status"] == "lost" for r in results)

@@ -192,6 +192,7 @@ class _Sweep:
         self.quarantined: set[str] = set()
         self.profile = job.profile()
         self.warmup, self.rep = int(job.options["warmup"]), int(job.options["rep"])
+        self.exclusive = outcome.placement(job.target).exclusive
         self.deadline = float(job.options.get("timeout") or 0)  # tilelang's per-config timeout, enforced in the bench task
         remote = ray.remote
         self._compile = remote(compile_task)
@@ -213,7 +214,8 @@ class _Sweep:
         return self._compile.options(**self._compile_options()).remote(candidate.program)
 
     def _submit_bench(self, candidate: Any) -> Any:
-        options = {"num_cpus": 1, "resources": {self.bench: 1}, "max_retries": self.executor.max_retries}
+        # An exclusive placement (the default) takes a whole slot: no other benchmark runs beside it.
+        options = {"num_cpus": 1, "resources": {self.bench: 1 if self.exclusive else 0.001}, "max_retries": self.executor.max_retries}
         return self._bench.options(**options).remote(candidate.program, self.profile, self.warmup, self.rep, self.deadline)
 
     def run(self) -> list[dict[str, Any]]:
