@@ -11,7 +11,11 @@ cache without compiling it.
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -119,3 +123,41 @@ def test_placement_says_how_many_benchmarks_a_machine_runs_at_once() -> None:
     with pytest.raises(PluginValidationError, match="per='rack'"):
         Placement(per="rack")
     assert executor.node_resources(["democpu"]) == {"tilecore:democpu:toolchain": 1.0, "tilecore:democpu:bench": 1.0}
+
+
+DRIVER = """
+import os, sys
+sys.path.insert(0, {tests!r})
+import tilecore
+from tilecore import executor
+tilecore.activate()
+from tune_kernels import make_matmul
+executor.configure("local", processes=1)
+make_matmul("democpu", configs=[{{"BM": 16, "BN": 16, "BK": 16, "fault": "hang"}}], timeout=600)(64, 64, 64)
+"""
+
+
+def test_a_worker_stuck_in_a_hung_kernel_ends_with_its_killed_driver(tmp_path: Path) -> None:
+    import psutil  # a dependency of tilelang
+
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER.format(tests=str(Path(__file__).resolve().parent)))
+    log = (tmp_path / "driver.log").open("w")
+    driver = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline, hung = time.monotonic() + 240, None
+        while hung is None and time.monotonic() < deadline and driver.poll() is None:
+            for child in psutil.Process(driver.pid).children():
+                if "sys_pause" in Path(f"/proc/{child.pid}/wchan").read_text():  # in the kernel's pause()
+                    hung = child
+            time.sleep(0.5)
+        assert hung is not None, "the worker never reached the hung kernel: " + (tmp_path / "driver.log").read_text()[-3000:]
+        driver.kill()  # kill -9: no atexit, no cleanup in the driver
+        driver.wait()
+        gone, alive = psutil.wait_procs([hung], timeout=15)
+        assert gone and not alive, f"worker {hung.pid} outlived its driver"
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+        log.close()

@@ -98,40 +98,56 @@ class ProcessPool:
         queue: deque[Task] = deque(tasks)
         busy: dict[Any, _Worker] = {}  # by connection
         with self._lock:
-            while queue or busy:
-                while queue and len(busy) < width:
-                    worker = self._idle.pop() if self._idle else _Worker()
-                    worker.give(queue.popleft())
-                    busy[worker.conn] = worker
-                for conn in wait(list(busy), timeout=self._wait_s(busy.values())):
-                    worker = busy.pop(conn)
-                    task = worker.task
-                    assert task is not None
-                    try:
-                        message: Any = worker.conn.recv()
-                        if not worker.ready:  # "ready": the task starts now
-                            worker.ready, worker.started = True, time.monotonic()
-                            busy[conn] = worker
-                            continue
-                        results[task.index] = message
-                        worker.task = None
-                        self._idle.append(worker)
-                    except (EOFError, OSError):  # the worker died running the task
-                        how = death(worker.stop())
-                        if task.attempts <= self.max_retries:
-                            queue.appendleft(task)
-                        else:
-                            results[task.index] = lost(task, f"the worker process died ({how}) on each of {task.attempts} attempts")
-                now = time.monotonic()
-                for conn, worker in list(busy.items()):
-                    task = worker.task
-                    if worker.ready and task is not None and task.deadline_s > 0 and now - worker.started > task.deadline_s:
-                        del busy[conn]
-                        worker.stop(kill=True)
-                        results[task.index] = lost(
-                            task, f"timed out: still running after {task.deadline_s:g} s (tilelang's timeout); its worker was killed"
-                        )
+            try:
+                self._sweep(queue, busy, results, width)
+            finally:  # an interrupted sweep leaves no worker behind running its task
+                for worker in busy.values():
+                    worker.stop(kill=True)
         return results
+
+    def _take(self) -> _Worker:
+        """An idle worker that is still alive, else a new one."""
+        while self._idle:
+            worker = self._idle.pop()
+            if worker.process.poll() is None:
+                return worker
+            worker.stop()
+        return _Worker()
+
+    def _sweep(self, queue: deque[Task], busy: dict[Any, _Worker], results: dict[int, dict[str, Any]], width: int) -> None:
+        while queue or busy:
+            while queue and len(busy) < width:
+                worker = self._take()
+                worker.give(queue.popleft())
+                busy[worker.conn] = worker
+            for conn in wait(list(busy), timeout=self._wait_s(busy.values())):
+                worker = busy.pop(conn)
+                task = worker.task
+                assert task is not None
+                try:
+                    message: Any = worker.conn.recv()
+                    if not worker.ready:  # "ready": the task starts now
+                        worker.ready, worker.started = True, time.monotonic()
+                        busy[conn] = worker
+                        continue
+                    results[task.index] = message
+                    worker.task = None
+                    self._idle.append(worker)
+                except (EOFError, OSError):  # the worker died running the task
+                    how = death(worker.stop())
+                    if task.attempts <= self.max_retries:
+                        queue.appendleft(task)
+                    else:
+                        results[task.index] = lost(task, f"the worker process died ({how}) on each of {task.attempts} attempts")
+            now = time.monotonic()
+            for conn, worker in list(busy.items()):
+                task = worker.task
+                if worker.ready and task is not None and task.deadline_s > 0 and now - worker.started > task.deadline_s:
+                    del busy[conn]
+                    worker.stop(kill=True)
+                    results[task.index] = lost(
+                        task, f"timed out: still running after {task.deadline_s:g} s (tilelang's timeout); its worker was killed"
+                    )
 
     @staticmethod
     def _wait_s(workers: Any) -> float | None:

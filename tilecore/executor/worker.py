@@ -10,12 +10,25 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+import time
 from multiprocessing.connection import Connection
 from typing import Any
 
 
+def _end_with_parent() -> None:
+    """Exit when the driver is gone (even ``kill -9``ed), so a worker stuck in a hung kernel is not
+    left behind (this thread runs while the kernel call has released the GIL, as tilelang's
+    kernel calls do)."""
+    parent = os.getppid()
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(0)
+
+
 def main(argv: list[str]) -> int:
     conn = Connection(int(argv[0]))
+    threading.Thread(target=_end_with_parent, name="tilecore-parent-watch", daemon=True).start()
     import tilecore
     from tilecore.executor.tasks import bench_task, compile_task
 
