@@ -350,8 +350,10 @@ def test_a_node_lost_mid_sweep_has_its_tasks_rerun_elsewhere_without_recompiling
     sweep = tuned.last_sweep
     assert killed, "the doomed node never ran a benchmark"
     results = sweep["results"]
+    # Every config passed although the node died running one of them: that benchmark was rerun on a
+    # live node (a config whose every attempt died would be "lost").  Node A benchmarks only after the death.
     assert all(r["status"] == "ok" for r in results), results
-    assert all(r["node"] != doomed.node_id for r in results), results  # its benchmark was rerun on a live node
+    assert any(r["node"] == cluster["a"].node_id for r in results), results
     assert not any(r["compiled"] for r in results), results  # the rerun loaded the published kernel: no compile
     assert executor.counters()["compile_tasks"] == 4 and executor.counters()["bench_tasks"] == 4  # one result each
     _check(kernel, results)
