@@ -27,7 +27,9 @@ def _end_with_parent() -> None:
 
 
 def main(argv: list[str]) -> int:
-    conn = Connection(int(argv[0]))
+    fd = int(argv[0])
+    os.set_inheritable(fd, False)  # no program this worker starts holds it: the driver sees this process's death
+    conn = Connection(fd)
     threading.Thread(target=_end_with_parent, name="tilecore-parent-watch", daemon=True).start()
     import tilecore
     from tilecore.executor.tasks import bench_task, compile_task
