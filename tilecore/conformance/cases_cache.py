@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tilecore.conformance.runner import KernelBuilder
+from tilecore.kit.paths import private_tempdir
 
 pytestmark = pytest.mark.tilecore_device
 
@@ -54,7 +55,7 @@ def _second_process(kernels: KernelBuilder, target_text: str, fresh_store: str =
 
 @pytest.mark.tilecore_requires("disk_cache", "copy", "out_idx")
 @pytest.mark.parametrize("store", ["kept", "empty"])
-def test_cache_hit_runs_no_compiler(conformance_kernels: KernelBuilder, tilecore_target_text: str, store: str, tmp_path: Path) -> None:
+def test_cache_hit_runs_no_compiler(conformance_kernels: KernelBuilder, tilecore_target_text: str, store: str) -> None:
     """A process that loads a cached kernel starts no program while loading it: no compiler, no
     linker, no vendor build script (Python's audit events see every process it starts; the
     target's toolchain check runs before, it is no build).  ``empty``: the backend's own build
@@ -63,7 +64,8 @@ def test_cache_hit_runs_no_compiler(conformance_kernels: KernelBuilder, tilecore
     if os.environ.get("TILELANG_DISABLE_CACHE", "").strip().lower() in ("1", "true", "yes", "on"):
         pytest.skip("tilelang's disk cache is disabled by TILELANG_DISABLE_CACHE")
     conformance_kernels.get("copy")
-    seen = _second_process(conformance_kernels, tilecore_target_text, str(tmp_path / "fresh") if store == "empty" else "")
+    with private_tempdir("tilecore-conformance-") as scratch:  # removed at the end: the suite leaves nothing behind
+        seen = _second_process(conformance_kernels, tilecore_target_text, str(scratch / "fresh") if store == "empty" else "")
     assert not seen["compiled"], f"tilelang compiled the kernel again instead of loading it: {seen['compiled']}"
     assert not seen["started"], (
         f"loading a cached kernel for {tilecore_target_text} started a program (a build on a cache hit: adopt the library "
