@@ -1,12 +1,13 @@
-"""Autotuning sweep: tilelang's own tuner vs the Ray executor on a loopback cluster, side by side.
+"""Autotuning sweep: tilelang's own tuner vs the process pool vs the Ray executor on a loopback cluster.
 
-    python benchmarks/tune_cluster.py [--targets democpu,tpu] [--configs 8] [--nodes 2] [--noop 200]
+    python benchmarks/tune_cluster.py [--targets democpu,tpu] [--configs 8] [--nodes 2] [--noop 200] [--processes 2]
 
 Starts (and stops) a throwaway ``redis-server`` and a loopback Ray cluster (``ray.cluster_utils``:
 a head with no CPUs and ``--nodes`` one-CPU nodes, each with its own caches; node 0 holds the bench
 slot), then per target, in one process, back to back:
 
   local      tilelang's autotuner (the ``local`` executor) on an empty local cache
+  pool       ``local?processes=N``: the sweep in N worker processes of this machine (crash isolation)
   ray        the same unchanged ``@tilelang.autotune`` sweep through ``TILECORE_EXECUTOR=ray``
   record     the sweep again with empty local caches: the tuning record and one remote hit
 
@@ -51,6 +52,7 @@ def main() -> int:
     parser.add_argument("--configs", type=int, default=8)
     parser.add_argument("--nodes", type=int, default=2)
     parser.add_argument("--noop", type=int, default=200)
+    parser.add_argument("--processes", type=int, default=2, help="worker processes of the 'pool' mode (local?processes=N)")
     args = parser.parse_args()
 
     import ray
@@ -108,10 +110,11 @@ def main() -> int:
                 sweep = configs(args.configs)
                 timings: dict[str, float] = {}
                 chosen: dict[str, Any] = {}
-                for mode in ("local", "ray", "record"):
+                for mode in ("local", "pool", "ray", "record"):
                     fresh_caches(root, f"{target}-{mode}")
-                    remote.configure(redis.url, key=key) if mode != "local" else remote.configure(None)
-                    used = executor.configure("local" if mode == "local" else "ray")
+                    remote.configure(redis.url, key=key) if mode in ("ray", "record") else remote.configure(None)
+                    spec = {"local": ("local", {}), "pool": ("local", {"processes": args.processes})}.get(mode, ("ray", {}))
+                    used = executor.configure(spec[0], **spec[1])
                     start = time.perf_counter()
                     kernel = tune_kernels.make_matmul(target, rep=5, configs=sweep)(64, 64, 64)
                     timings[mode] = time.perf_counter() - start
@@ -139,12 +142,14 @@ def main() -> int:
 
             print(f"cluster: head + {args.nodes} one-CPU nodes on loopback, started in {started:.1f} s; load {os.getloadavg()[0]:.1f}")
             print(
-                f"{'target':8} {'configs':>7} {'local s':>8} {'ray s':>7} {'local/ray':>9} {'record s':>9} {'local/record':>12}  chosen (local | ray)"
+                f"{'target':8} {'configs':>7} {'local s':>8} {'pool s':>7} {'ray s':>7} {'local/ray':>9} {'record s':>9} {'local/record':>12}  "
+                "chosen (local | pool | ray)"
             )
             for target, n, t, chosen, bench_median, lost in rows:
                 print(
-                    f"{target:8} {n:7d} {t['local']:8.1f} {t['ray']:7.1f} {t['local'] / t['ray']:8.2f}x {t['record']:9.2f} "
-                    f"{t['local'] / t['record']:11.0f}x  {chosen['local']} | {chosen['ray']}  (bench task median {bench_median:.2f} s, lost {lost})"
+                    f"{target:8} {n:7d} {t['local']:8.1f} {t['pool']:7.1f} {t['ray']:7.1f} {t['local'] / t['ray']:8.2f}x {t['record']:9.2f} "
+                    f"{t['local'] / t['record']:11.0f}x  {chosen['local']} | {chosen['pool']} | {chosen['ray']}  "
+                    f"(ray bench task median {bench_median:.2f} s, lost {lost})"
                 )
             print(
                 f"per task (Ray, warm workers, {args.noop} no-op round trips): median {trips[len(trips) // 2] * 1e3:.2f} ms, "

@@ -20,15 +20,23 @@ def reference(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
     return A @ B
 
 
-def make_matmul(target: str, rep: int = 3, configs: list[dict[str, int]] | None = None) -> Any:
+#: Faults a config may carry (``fault=`` in a democpu config): C calls the kernel makes before its work.
+#: ``segv``: ``raise(SIGSEGV)``, the process dies as on a segfault; ``hang``: ``pause()``, the kernel
+#: never returns.  Real kernels that really crash or hang their process: no part of tilelang is faked.
+FAULTS = {"segv": ("raise", 11), "hang": ("pause",)}
+
+
+def make_matmul(target: str, rep: int = 3, configs: list[dict[str, Any]] | None = None, timeout: int = 100) -> Any:
     """``@tilelang.autotune`` over ``@tilelang.jit``: a GEMM tuned over block sizes for ``target``."""
 
-    @tilelang.autotune(configs=configs or CONFIGS, warmup=1, rep=rep, ref_prog=reference, atol=1e-3, rtol=1e-3)
+    @tilelang.autotune(configs=configs or CONFIGS, warmup=1, rep=rep, timeout=timeout, ref_prog=reference, atol=1e-3, rtol=1e-3)
     @tilelang.jit(out_idx=[-1], target=target)
-    def matmul(M: int, N: int, K: int, BM: int = 16, BN: int = 16, BK: int = 16) -> Any:
+    def matmul(M: int, N: int, K: int, BM: int = 16, BN: int = 16, BK: int = 16, fault: str = "") -> Any:
         @T.prim_func
         def gemm(A: T.Tensor((M, K), "float32"), B: T.Tensor((K, N), "float32"), C: T.Tensor((M, N), "float32")) -> None:
             with T.Kernel(T.ceildiv(N, BN), T.ceildiv(M, BM), threads=128) as (bx, by):
+                if fault:
+                    T.evaluate(T.call_extern("int32", *FAULTS[fault]))
                 a = T.alloc_local((BM, BK), "float32")
                 b = T.alloc_local((BK, BN), "float32")
                 c = T.alloc_local((BM, BN), "float32")

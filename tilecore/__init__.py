@@ -37,7 +37,7 @@ from tilecore.errors import (
 )
 from tilecore.hookspecs import hookimpl, hookspec
 from tilecore.kernel import SUPPLY_TYPES, CompiledKernel, KernelAdapter, TensorParam, Toolchain
-from tilecore.targets import Availability, ResolvedTarget, TargetOption, TargetSpec, Upstream
+from tilecore.targets import Availability, Placement, ResolvedTarget, TargetOption, TargetSpec, Upstream
 
 __all__ = [
     "API_VERSION",
@@ -52,6 +52,7 @@ __all__ = [
     "KernelArgumentError",
     "KernelFaultError",
     "Owner",
+    "Placement",
     "PluginValidationError",
     "Registry",
     "ResolvedTarget",

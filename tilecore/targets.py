@@ -122,6 +122,26 @@ def _always_available() -> Availability:
 
 
 @dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a target's benchmarks may run, for an executor that spreads autotuning (optional).
+
+    ``per``: ``"host"`` (the default: one benchmark slot per machine, e.g. an emulator or a CPU
+    target, whose timings every benchmark on the host disturbs) or ``"device"`` (one slot per
+    device; ``devices`` counts this machine's, e.g. ``torch.cuda.device_count``).
+    ``exclusive``: a benchmark has its slot to itself (the default); ``False`` when timings do not
+    depend on what else runs (e.g. counted cycles of a simulator), so benchmarks may overlap.
+    """
+
+    per: str = "host"
+    exclusive: bool = True
+    devices: Callable[[], int] | None = None
+
+    def __post_init__(self) -> None:
+        if self.per not in ("host", "device"):
+            raise PluginValidationError(f"Placement(per={self.per!r}): use 'host' or 'device'")
+
+
+@dataclass(frozen=True, slots=True)
 class TargetSpec:
     """A target a backend declares.
 
@@ -159,6 +179,9 @@ class TargetSpec:
         is a load-time validation error; with it, the distribution must also
         list the name in its ``tilecore.targets`` metadata, so every process
         agrees on the owner before anything is imported.
+    placement:
+        Where the target's benchmarks may run (:class:`Placement`); the default,
+        one exclusive slot per host, suits every target.
     """
 
     name: str
@@ -171,6 +194,7 @@ class TargetSpec:
     upstream: Upstream | None = None
     unsupported: frozenset[str] = field(default_factory=frozenset)
     replaces_builtin: bool = False
+    placement: Placement = Placement()
 
     def __post_init__(self) -> None:
         for name in (self.name, *self.aliases):

@@ -3,7 +3,8 @@
 User code stays as tilelang writes it.  ``TILECORE_EXECUTOR=ray`` (attach to the running
 Ray cluster: ``RAY_ADDRESS`` or ``ray:HOST:PORT``) or :func:`configure` hands every sweep
 to the executor of that name, found in the entry-point group ``tilecore.executors``
-(``local``: tilelang's own thread pool, the default; ``ray``: ``pip install 'tilecore[ray]'``).
+(``local``: tilelang's own thread pool, the default, or with ``?processes=N`` a pool of worker
+processes that isolates crashes; ``ray``: ``pip install 'tilecore[ray]'``).
 The bridge offers each ``AutoTuner.run`` to the configured executor; kernels travel through
 the signed remote cache (:mod:`tilecore.remote`), and the sweep's result is kept there as a
 signed tuning record, so a later process skips the sweep.  See docs/tune-on-a-cluster.md.
@@ -36,7 +37,7 @@ _runner: _CodeRunner | None = None
 
 
 def configure(spec: str | None, **options: Any) -> Any:
-    """Use the executor ``spec`` names in this process (``"local"``, ``"ray"``, ``"ray:HOST:PORT"``),
+    """Use the executor ``spec`` names in this process (``"local"``, ``"local?processes=4"``, ``"ray"``, ``"ray:HOST:PORT"``),
     overriding ``TILECORE_EXECUTOR``; ``None`` follows the environment again.  Returns the executor.
     Raises when no executor has that name."""
     global _runner
@@ -45,6 +46,9 @@ def configure(spec: str | None, **options: Any) -> Any:
     _activation.activate()
     if _runner is not None:
         _bridge.remove_tune_runner(_runner)
+        close = getattr(_runner.executor, "close", None)
+        if close is not None:  # its worker processes end now, not at exit
+            close()
         _runner = None
     if spec is None:
         return None
@@ -91,9 +95,11 @@ def doctor_report() -> dict[str, Any]:
 
 def node_resources(targets: list[str] | None = None) -> dict[str, float]:
     """The Ray resources this node may advertise (``ray start --resources``): for every target
-    whose toolchain set-up succeeds here, ``tilecore:<target>:toolchain`` and one
-    ``tilecore:<target>:bench`` slot (benchmarks on a host never overlap)."""
+    whose toolchain set-up succeeds here, ``tilecore:<target>:toolchain`` and its
+    ``tilecore:<target>:bench`` slots: the target's :class:`tilecore.Placement` says how many
+    (one per host by default, one per device for ``per="device"``)."""
     import tilecore
+    from tilecore.executor.outcome import bench_slots, placement
     from tilecore.executor.ray_executor import bench_resource, toolchain_resource
 
     registry = tilecore.activate()
@@ -107,5 +113,7 @@ def node_resources(targets: list[str] | None = None) -> dict[str, float]:
         except Exception:
             continue  # a node without a working toolchain never advertises it
         found[toolchain_resource(name)] = 1.0
-        found[bench_resource(name)] = 1.0
+        slots = bench_slots(placement(name))
+        if slots:
+            found[bench_resource(name)] = float(slots)
     return found

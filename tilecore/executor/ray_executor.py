@@ -24,12 +24,11 @@ import platform
 import socket
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
-from tilecore.executor import state
+from tilecore.executor import outcome, state
 from tilecore.executor.spec import parse
-from tilecore.executor.tasks import Fault, bench_task, compile_task
+from tilecore.executor.tasks import bench_task, compile_task
 
 PREFIX = "tilecore"
 
@@ -49,8 +48,7 @@ def _ray() -> Any:
 
 class RayExecutor:
     """Options (keyword or ``?name=value``): ``address``; ``max_retries`` (worker crashes, default 2);
-    ``device_class`` (which devices' timings a record holds; default the target); ``inject_crash``
-    (tests of crash handling: ``"INDEX:always,INDEX:once"``) with ``crash_markers`` (a directory)."""
+    ``device_class`` (which devices' timings a record holds; default the target)."""
 
     name = "ray"
 
@@ -61,7 +59,6 @@ class RayExecutor:
         self.address: str = str(merged.pop("address", parsed.address) or "")
         self.max_retries = int(merged.pop("max_retries", 2))
         self.device_class: str | None = merged.pop("device_class", None)
-        self._faults = _parse_faults(str(merged.pop("inject_crash", "")), merged.pop("crash_markers", None))
         if merged:
             raise ValueError(f"unknown ray executor option(s): {', '.join(sorted(merged))}")
         if self.address.lower() in ("local", "local:"):
@@ -145,13 +142,7 @@ class RayExecutor:
             )
             return job.run_local()
         results = sweep.run()
-        passed = [r for r in results if r["status"] == "ok"]
-        if not passed:
-            raise RuntimeError(
-                "Auto-tuning failed: No configuration successfully compiled and passed benchmarking/validation "
-                f"(tilecore executor 'ray': {', '.join(sorted({r['status'] for r in results}))})."
-            )
-        best = min(passed, key=lambda r: (r["latency"], r["index"]))
+        best = outcome.best(results, "ray")
         record = {
             "target": job.target,
             "device_class": identity["device_class"],
@@ -201,6 +192,8 @@ class _Sweep:
         self.quarantined: set[str] = set()
         self.profile = job.profile()
         self.warmup, self.rep = int(job.options["warmup"]), int(job.options["rep"])
+        self.exclusive = outcome.placement(job.target).exclusive
+        self.deadline = float(job.options.get("timeout") or 0)  # tilelang's per-config timeout, enforced in the bench task
         remote = ray.remote
         self._compile = remote(compile_task)
         self._bench = remote(bench_task)
@@ -218,12 +211,12 @@ class _Sweep:
         return options
 
     def _submit_compile(self, candidate: Any) -> Any:
-        fault = self.executor._faults.get(candidate.index)
-        return self._compile.options(**self._compile_options()).remote(candidate.program, fault)
+        return self._compile.options(**self._compile_options()).remote(candidate.program)
 
     def _submit_bench(self, candidate: Any) -> Any:
-        options = {"num_cpus": 1, "resources": {self.bench: 1}, "max_retries": self.executor.max_retries}
-        return self._bench.options(**options).remote(candidate.program, self.profile, self.warmup, self.rep)
+        # An exclusive placement (the default) takes a whole slot: no other benchmark runs beside it.
+        options = {"num_cpus": 1, "resources": {self.bench: 1 if self.exclusive else 0.001}, "max_retries": self.executor.max_retries}
+        return self._bench.options(**options).remote(candidate.program, self.profile, self.warmup, self.rep, self.deadline)
 
     def run(self) -> list[dict[str, Any]]:
         results: dict[int, dict[str, Any]] = {}
@@ -258,13 +251,3 @@ class _Sweep:
             else:
                 results[candidate.index] = {**base, **out, "compiled_on": compiled_on.get(candidate.index)}
         return [results[c.index] for c in self.candidates]
-
-
-def _parse_faults(text: str, markers: Any) -> dict[int, Fault]:
-    faults: dict[int, Fault] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        index, _, mode = item.partition(":")
-        if mode not in ("always", "once") or markers is None:
-            raise ValueError(f"inject_crash item {item!r}: write INDEX:always or INDEX:once, with crash_markers=DIR")
-        faults[int(index)] = (mode, str(Path(markers) / f"crash-{index}"))
-    return faults
