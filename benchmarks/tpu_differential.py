@@ -84,9 +84,36 @@ def main() -> int:
     coverage: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0, 0])
     started = time.monotonic()
     done = 0
+    last_written = time.monotonic()
+
+    def write_summary(path: Path) -> None:
+        """The run so far as JSON, replaced atomically: written every 30 s during the run too, so a
+        shard killed at its deadline still leaves its programs behind."""
+        minutes = (time.monotonic() - started) / 60
+
+        summary = {
+            "seed": args.seed,
+            "count": args.count,
+            "run": done,
+            "minutes": round(minutes, 3),
+            "programs_per_minute": round(done / max(minutes, 1e-9), 2),
+            "pairs": {f"{c}/{t}": n for (c, t), n in sorted(pairs.items())},
+            "refused": {t: dict(refusals[t].most_common()) for t in TARGETS},
+            "crash": {t: dict(crashes[t].most_common()) for t in TARGETS},
+            "c_match_tpu_not": dict(gap.most_common()),
+            "c_match_tpu_not_examples": {k: gap_examples[k] for k, _ in gap.most_common()},
+            "wrong": [
+                {"index": i, "source": source(p), **{t: [o.status, o.detail] for t, o in oc.items()}}
+                for i, (p, oc) in zip(wrong_at, wrong, strict=True)
+            ],
+            "coverage": {k: v for k, v in sorted(coverage.items())},
+        }
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(summary, indent=1))
+        tmp.replace(path)
 
     def visit(prog: Program) -> None:
-        nonlocal done
+        nonlocal done, last_written
         if args.minutes and time.monotonic() - started > args.minutes * 60:
             raise _OutOfTime
         try:
@@ -118,6 +145,9 @@ def main() -> int:
             line = {"n": index, "source": source(prog), **{t: [o.status, o.detail] for t, o in outcomes.items()}}
             with args.jsonl.open("a") as fh:
                 fh.write(json.dumps(line) + "\n")
+        if args.summary and time.monotonic() - last_written > 30:
+            write_summary(args.summary)
+            last_written = time.monotonic()
         if not args.quiet:
             rate = done / max(time.monotonic() - started, 1e-9) * 60
             print(f"[{done}/{args.count}] c={outcomes['c'].status} tpu={outcomes['tpu'].status} ({rate:.1f}/min)", flush=True)
@@ -144,26 +174,7 @@ def main() -> int:
                 print(f"  {name} {n:5d}  {construct}")
     print(f"\ndisagreements (one target matches, the other WRONG): {pairs[('match', 'WRONG')] + pairs[('WRONG', 'match')]}")
     if args.summary:
-        summary = {
-            "seed": args.seed,
-            "count": args.count,
-            "run": done,
-            "minutes": round(minutes, 3),
-            "programs_per_minute": round(done / max(minutes, 1e-9), 2),
-            "pairs": {f"{c}/{t}": n for (c, t), n in sorted(pairs.items())},
-            "refused": {t: dict(refusals[t].most_common()) for t in TARGETS},
-            "crash": {t: dict(crashes[t].most_common()) for t in TARGETS},
-            "c_match_tpu_not": dict(gap.most_common()),
-            "c_match_tpu_not_examples": {k: gap_examples[k] for k, _ in gap.most_common()},
-            "wrong": [
-                {"index": i, "source": source(p), **{t: [o.status, o.detail] for t, o in oc.items()}}
-                for i, (p, oc) in zip(wrong_at, wrong, strict=True)
-            ],
-            "coverage": {k: v for k, v in sorted(coverage.items())},
-        }
-        tmp = args.summary.with_suffix(".tmp")
-        tmp.write_text(json.dumps(summary, indent=1))
-        tmp.replace(args.summary)
+        write_summary(args.summary)
     for prog, outcomes in wrong:
         bad = [t for t, o in outcomes.items() if o.status == "WRONG"]
         print("\n=== WRONG on " + ", ".join(f"{t}: {outcomes[t].detail}" for t in bad))

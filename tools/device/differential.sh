@@ -28,21 +28,23 @@ fi
   python3 -m tilecore.cli list 2>&1 | head -20; } > "$out/env.txt" 2>&1
 # Smoke: one small program batch first, so a broken payload costs seconds, not the whole call.
 mkdir -p "$work/smoke"
-TMPDIR=$work/smoke TILECORE_CACHE_DIR=$work/smoke/tc TILELANG_CACHE_DIR=$work/smoke/tl \
+[ "${DIFF_SMOKE:-1}" = 1 ] && { TMPDIR=$work/smoke TILECORE_CACHE_DIR=$work/smoke/tc TILELANG_CACHE_DIR=$work/smoke/tl \
   python3 benchmarks/tpu_differential.py --count 8 --seed 1 --no-shrink --quiet > "$out/smoke.txt" 2>&1
 cat "$out/smoke.txt" | tail -25
-grep -qE "^tpu: match [1-9]" "$out/smoke.txt" || { echo "smoke: tpu matched nothing; stopping"; cat "$out/env.txt"; exit 3; }
+grep -qE "^tpu: match [1-9]" "$out/smoke.txt" || { echo "smoke: tpu matched nothing; stopping"; cat "$out/env.txt"; exit 3; }; }
 # Upstream's own kernels (benchmarks/upstream_kernels.py), unchanged, on c and tpu, beside the shards, when
 # .diffarm/upstream.tar.xz (upstream's examples/ and testing/ folders the manifest names) is carried.
 if [ -f .diffarm/upstream.tar.xz ]; then
   mkdir -p "$work/up/checkout" && tar -C "$work/up/checkout" -xJf .diffarm/upstream.tar.xz
   (cd "$work/up" && TMPDIR=$work/up TILECORE_CACHE_DIR=$work/up/tc TILELANG_CACHE_DIR=$work/up/tl \
-     timeout $(python3 -c "print(int($minutes * 60 + 60))") python3 "$OLDPWD/benchmarks/upstream_kernels.py" "$work/up/checkout" \
+     timeout -s KILL $(python3 -c "print(int($minutes * 60 + 20))") python3 "$OLDPWD/benchmarks/upstream_kernels.py" "$work/up/checkout" \
      > "$out/upstream.txt" 2>&1) &
 fi
 for i in $(seq 0 $((shards - 1))); do
   s=$((first + i)); d=$work/s$s; mkdir -p "$d"
-  TMPDIR=$d TILECORE_CACHE_DIR=$d/tc TILELANG_CACHE_DIR=$d/tl nice -n 5 \
+  # Killed 30 s after its drawing time: a program can run long, and the shard's summary is written
+  # every 30 s, so what it ran is kept.
+  TMPDIR=$d TILECORE_CACHE_DIR=$d/tc TILELANG_CACHE_DIR=$d/tl timeout -s KILL $(python3 -c "print(int($minutes * 60 + 30))") nice -n 5 \
     python3 benchmarks/tpu_differential.py --count 5000 --seed $s --minutes "$minutes" --no-shrink --quiet \
     --summary "$work/shard$s.json" > "$d/log.txt" 2>&1 &
 done
