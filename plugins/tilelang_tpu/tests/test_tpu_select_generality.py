@@ -232,3 +232,31 @@ def test_constant_conditions(BM: int, name: str) -> None:
     unused = torch.randn(M, N)
     run_checked(kernel, y, unused, out, x, inputs=(0, 1, 3))
     torch.testing.assert_close(out, torch.where(reference(x > y), x * 2, y - x), rtol=0, atol=0)
+
+
+def guarded_narrow_select_kernel(M: int, N: int, BM: int, dtype: str) -> Any:
+    """A user's guarded store of a narrow select straight into a global tensor (the row guard of
+    a tile that overhangs the tensor), reading the global input inside the T.Parallel."""
+
+    @T.prim_func
+    def guarded_narrow_select(Out: T.Tensor((M, N), dtype), Unused: T.Tensor((M, N), "float32"), X: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, BM), threads=1) as bx:
+            for i, j in T.Parallel(BM, N):
+                if bx * BM + i < M:
+                    Out[bx * BM + i, j] = T.if_then_else(X[bx * BM + i, j] < T.cast(j, dtype), X[bx * BM + i, j], T.cast(j, dtype))
+
+    return guarded_narrow_select
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint16"])
+@pytest.mark.parametrize("BM", TILES)
+def test_guarded_global_store_of_narrow_select(BM: int, dtype: str) -> None:
+    M, N = 133, 40
+    kernel = tilelang.compile(guarded_narrow_select_kernel(M, N, BM, dtype), target="tpu")
+    x = _random(dtype, (M, N))
+    out = torch.zeros(M, N, dtype=NARROW[dtype])
+    unused = torch.randn(M, N)
+    run_checked(kernel, out, unused, x, inputs=(1, 2))
+    xi = x.to(torch.int32)
+    cols = torch.arange(N, dtype=torch.int32)[None, :].expand(M, N)
+    torch.testing.assert_close(out.to(torch.int32), torch.where(xi < cols, xi, cols), rtol=0, atol=0)
