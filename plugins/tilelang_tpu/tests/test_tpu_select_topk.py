@@ -305,7 +305,7 @@ def _generate(func: Any) -> str:
     [
         (lambda: _reduce_of("int8", "sum"), "T.reduce_sum of int8 data", "int32"),
         (lambda: _reduce_of("int32", "absmax"), "T.reduce_absmax of int32 data", "reduce_sum, reduce_max and reduce_min"),
-        (lambda: _select_of("int16"), "T.if_then_else of int16 values", "int32"),
+        (lambda: _select_of("uint32"), "T.if_then_else of uint32 values", "int32"),
     ],
 )
 def test_integer_constructs_beyond_int32_are_refused_by_name(func: Any, construct: str, fix: str) -> None:

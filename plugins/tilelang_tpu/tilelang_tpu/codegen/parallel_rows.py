@@ -210,16 +210,24 @@ PARALLEL_ROWS: tuple[Construct, ...] = (
     ),
     Construct(
         "data-dependent `T.if_then_else(cond, a, b)`: `cond` compares tile values with tiles, per-row vectors `m[i]`, "
-        "index expressions or scalars (on either side), combined with `&&`, `||`, `!`; fp32/fp16/bf16 or int32 data, "
-        "fp32/fp16/bf16 or int32 values (masked fills, upstream's top-k argmax)",
+        "index expressions or scalars (on either side), combined with `&&`, `||`, `!`; fp32/fp16/bf16, int32, "
+        "int16/uint16/int8/uint8 data and values (masked fills, upstream's top-k argmax)",
         "compare-selects over the whole tile, values copied (exact). Float data is compared with `tiu::gt_select` only "
         "(`a < b` is `b > a`), the one PPL compare that is IEEE on the emulator; `==`, `>=`, `<=`, `!=` are built from "
-        "`>` and guarded for NaN operands. int32 data and index expressions compare as int32. Broadcast views are copied "
-        "to whole tiles first (the selects abort on strided operands)",
+        "`>` and guarded for NaN operands. int32 data and index expressions compare as int32. int16/uint16/int8/uint8 "
+        "data and values are widened to int32 (exact), selected in int32 and the result narrowed back (exact: it is one "
+        "of the values). Broadcast views are copied to whole tiles first (the selects abort on strided operands)",
         "codegen/emit/select",
     ),
     Construct(
-        "`T.if_then_else` selecting or comparing other integer types (int8/int16/uint*)",
+        "`T.if_then_else` whose condition is a constant bool once `&`, `|`, `~` are read as logical "
+        "(`c & T.bool(True)`, `c` or-ed with `T.bool(False)`, `T.bool(True)` or-ed with itself, nested)",
+        "folded at compile time (`c && true` is `c`, `c && false` is `false`, or-ed likewise); a constant condition "
+        "emits only the chosen branch",
+        "codegen/emit/select",
+    ),
+    Construct(
+        "`T.if_then_else` selecting or comparing other integer types (uint32, int64)",
         "refused: pass the data as int32 or float tensors",
         "codegen/emit/select",
         REFUSED,

@@ -215,6 +215,7 @@ _C_TYPES = {
     "int16": "short",
     "int8": "signed char",
     "uint8": "unsigned char",
+    "uint16": "unsigned short",
     "uint32": "unsigned int",
     "bool": "bool",
     "float32": "float",

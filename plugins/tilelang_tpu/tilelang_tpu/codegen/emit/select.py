@@ -3,6 +3,12 @@
 ``||`` and ``!``, selecting fp32/fp16/bf16 or int32 values (masked fills, ReLU-style
 clamps, top-k's argmax bookkeeping).
 
+int8/uint8/int16/uint16 data and values are widened to int32 (exact), compared and
+selected in int32, and the result narrowed back (exact: it is one of the two narrow
+values), so the select is C's.  A condition that folds to a constant bool (``c | False``,
+``c & True``, ``True | True``, nested: :func:`_fold`) picks its branch at compile time;
+only that branch is computed.
+
 A comparison becomes PPL compare-selects over the whole domain,
 ``tiu::gt_select / lt_select / eq_select(out, lhs, rhs, if_true, if_false)``, which
 compare in the operands' dtype and write the values' dtype (fp32/fp16/bf16 data
@@ -33,9 +39,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tilelang_tpu.codegen.emit.cast import emit_cast
+from tilelang_tpu.codegen.emit.cast import emit_cast, emit_convert
 from tilelang_tpu.codegen.emit.domain import ParallelDomain
 from tilelang_tpu.codegen.emit.index_tiles import hoisted_difference, index_tile
+from tilelang_tpu.codegen.emit.integers import NARROW_DTYPES
 from tilelang_tpu.codegen.ir import as_float
 from tilelang_tpu.codegen.layout import FLOAT_DTYPES
 from tilelang_tpu.codegen.scalar import INFINITY, lowest_finite
@@ -66,13 +73,23 @@ class _Value:
 def emit_select(ctx: ParallelDomain, e: Any, dst: str | None) -> Operand | None:
     """``T.if_then_else(cond, a, b)`` in a T.Parallel body; writes ``dst`` when given and of
     the result's dtype (returns None), else returns the result as an operand."""
+    from tvm import tirx
+
     cond, a, b = e.args
-    cond = _logical(cond)
+    cond = _fold(_logical(cond))
+    if _is_bool_constant(cond):  # chosen at compile time: only that branch is computed
+        return _chosen(ctx, a if bool(cond.value) else b, str(e.dtype), dst)
     dtype = str(e.dtype)
     if dtype in FLOAT_DTYPES and _index_only(ctx, cond):
-        return emit_mask(ctx, e, dst)  # causal / sequence-length masks: the index-tile mask path
+        folded = tirx.Call(e.dtype, e.op, [cond, a, b])  # the mask path reads the folded condition
+        return emit_mask(ctx, folded, dst)  # causal / sequence-length masks: the index-tile mask path
+    if dtype in NARROW_DTYPES:
+        return _select_narrow(ctx, cond, a, b, dtype, dst)
     if dtype not in SELECT_DTYPES:
-        raise ctx.fail(f"T.if_then_else of {dtype} values in a T.Parallel body", "select between fp32, fp16, bf16 or int32 values")
+        raise ctx.fail(
+            f"T.if_then_else of {dtype} values in a T.Parallel body",
+            "select between fp32, fp16, bf16, int32, int16, uint16, int8 or uint8 values",
+        )
     if_true, if_false = _value(ctx, a, dtype), _value(ctx, b, dtype)
     if dst is not None and ctx.dst_tile.dtype == dtype and _plain(ctx, dst):
         _select(ctx, cond, if_true, if_false, dtype, dst)
@@ -80,6 +97,27 @@ def emit_select(ctx: ParallelDomain, e: Any, dst: str | None) -> Operand | None:
     out = ctx.temp(dtype)  # the caller moves (or casts) it into a partial or other-dtype destination
     _select(ctx, cond, if_true, if_false, dtype, out)
     return Operand(out, dtype, True)
+
+
+def _chosen(ctx: ParallelDomain, e: Any, dtype: str, dst: str | None) -> Operand | None:
+    """The branch ``e`` of a select whose condition is constant, as a tile (the select uses the
+    loop indices, so its callers take a tile even where the chosen branch is a scalar)."""
+    value = ctx.compute(e, dst)
+    if value is None or value.is_tile:
+        return value
+    out = ctx.output(dtype, dst)
+    ctx.em.emit(f"tiu::fill({out}, {value.text});")
+    return None if out == dst else Operand(out, dtype, True)
+
+
+def _select_narrow(ctx: ParallelDomain, cond: Any, a: Any, b: Any, dtype: str, dst: str | None) -> Operand | None:
+    """``cond ? a : b`` of int8/uint8/int16/uint16 values: both values widened to int32 (exact),
+    selected in int32, the result narrowed back (exact: it is one of the two narrow values)."""
+    wide = ctx.temp("int32")
+    _select(ctx, cond, _value(ctx, a, "int32"), _value(ctx, b, "int32"), "int32", wide)
+    out = ctx.output(dtype, dst)
+    emit_convert(ctx.em, out, wide, dtype, "int32", ctx.temp)
+    return None if out == dst else Operand(out, dtype, True)
 
 
 def _select(ctx: ParallelDomain, cond: Any, if_true: _Value, if_false: _Value, dtype: str, out: str) -> None:
@@ -107,13 +145,17 @@ def _select(ctx: ParallelDomain, cond: Any, if_true: _Value, if_false: _Value, d
         )
     dtype_compared = str(cond.a.dtype)
     index_only = _index_only(ctx, cond)
-    if dtype_compared not in SELECT_DTYPES and not index_only:
-        raise ctx.fail(f"comparison of {dtype_compared} values in a T.if_then_else condition", "compare fp32, fp16, bf16 or int32 values")
+    if dtype_compared not in (*SELECT_DTYPES, *NARROW_DTYPES) and not index_only:
+        raise ctx.fail(
+            f"comparison of {dtype_compared} values in a T.if_then_else condition",
+            "compare fp32, fp16, bf16, int32, int16, uint16, int8 or uint8 values",
+        )
     if dtype_compared in FLOAT_DTYPES and not index_only:
         left, right = _value(ctx, cond.a, dtype_compared), _value(ctx, cond.b, dtype_compared)
         _float_compare(ctx, op, left, right, dtype_compared, if_true, if_false, dtype, out)
         return
-    # Integers (int32 data, or index expressions, compared as int32: exact, no NaN, no -0).
+    # Integers (int32 data, narrower integers widened, or index expressions, compared as int32:
+    # exact, no NaN, no -0).
     lhs, rhs = _value(ctx, cond.a, "int32"), _value(ctx, cond.b, "int32")
     if not lhs.is_tile:  # the PPL compare-select's first operand must be a tensor
         lhs, rhs, op = (rhs, lhs, _MIRROR[op]) if rhs.is_tile else (_filled(ctx, lhs, "int32"), rhs, op)
@@ -220,7 +262,7 @@ def _value(ctx: ParallelDomain, e: Any, dtype: str) -> _Value:
         else:
             em.emit(f"int {name} = {em.expr(e)};")
         return _Value(name, False, constant=isinstance(e, (tirx.FloatImm, tirx.IntImm)))
-    if "int" in str(e.dtype) and not _reads_tiles(ctx, e):
+    if "int" in str(e.dtype) and str(e.dtype) not in NARROW_DTYPES and not _reads_tiles(ctx, e):
         _check_exact(ctx, e)
         indices = index_tile(ctx, e)
         if dtype == "float32":
@@ -232,6 +274,10 @@ def _value(ctx: ParallelDomain, e: Any, dtype: str) -> _Value:
     assert operand is not None
     if not operand.is_tile:
         return _value(ctx, e, dtype)
+    if operand.dtype in NARROW_DTYPES and dtype == "int32":  # widened: every value fits int32
+        widened = ctx.temp(dtype)
+        emit_convert(em, widened, operand.text, dtype, operand.dtype, ctx.temp)
+        return _Value(widened, True)
     if operand.dtype != dtype:
         if operand.dtype not in FLOAT_DTYPES or dtype not in FLOAT_DTYPES:
             raise ctx.fail(f"T.if_then_else mixing {operand.dtype} and {dtype} values", "cast the operands to one dtype")
@@ -261,6 +307,32 @@ def _logical(cond: Any) -> Any:
         return type(cond)(_logical(cond.a), _logical(cond.b))
     if isinstance(cond, tirx.Not):
         return tirx.Not(_logical(cond.a))
+    return cond
+
+
+def _is_bool_constant(cond: Any) -> bool:
+    from tvm import tirx
+
+    return isinstance(cond, tirx.IntImm) and str(cond.dtype) == "bool"
+
+
+def _fold(cond: Any) -> Any:
+    """``cond`` (after :func:`_logical`) with its constant bool parts folded: ``x && true`` is
+    ``x``, ``x && false`` is ``false``, ``x || true`` is ``true``, ``x || false`` is ``x``,
+    ``!true`` is ``false``, nested; a condition that folds to a constant picks its branch at
+    compile time (C evaluates the same value; the conditions are pure)."""
+    from tvm import tirx
+
+    if isinstance(cond, tirx.Not):
+        inner = _fold(cond.a)
+        return tirx.const(not bool(inner.value), "bool") if _is_bool_constant(inner) else tirx.Not(inner)
+    if isinstance(cond, (tirx.And, tirx.Or)):
+        a, b = _fold(cond.a), _fold(cond.b)
+        absorbing = isinstance(cond, tirx.Or)  # true absorbs ||, false absorbs &&
+        for side, other in ((a, b), (b, a)):
+            if _is_bool_constant(side):
+                return side if bool(side.value) == absorbing else other
+        return type(cond)(a, b)
     return cond
 
 
