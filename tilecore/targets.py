@@ -127,7 +127,7 @@ class Placement:
 
     ``per``: ``"host"`` (the default: one benchmark slot per machine, e.g. an emulator or a CPU
     target, whose timings every benchmark on the host disturbs) or ``"device"`` (one slot per
-    device; ``devices`` counts this machine's, e.g. ``torch.cuda.device_count``).
+    device; ``devices`` counts this machine's, e.g. through the torch device module's ``device_count``).
     ``exclusive``: a benchmark has its slot to itself (the default); ``False`` when timings do not
     depend on what else runs (e.g. counted cycles of a simulator), so benchmarks may overlap.
     """

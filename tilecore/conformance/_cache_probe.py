@@ -7,7 +7,7 @@ kernel again, runs it against torch, and prints one JSON line saying whether
 tilelang compiled (its "begins to compile" log record, emitted for every real
 compile when ``TILELANG_PRINT_ON_COMPILATION=1``, never for a disk load), which
 processes were started while the kernel was loaded (``started``: the backend's
-compiler -- g++, nvcc, a vendor's compile script -- is a process; seen through
+compiler -- a host C++ compiler, a vendor's compile script -- is a process; seen through
 Python's audit events, so nothing is replaced) and where the kernel's cache entry is.
 """
 

@@ -1,7 +1,7 @@
 """Running a backend's external tools (compilers, linkers, probes, SDK scripts): one way, one error shape.
 
-Every backend runs tools: a compiler that builds a kernel library, ``nvcc --version``,
-``rocminfo``, a vendor's environment script.  :func:`run_tool` runs one with no stdin,
+Every backend runs tools: a compiler that builds a kernel library, a compiler's ``--version``,
+a device query, a vendor's environment script.  :func:`run_tool` runs one with no stdin,
 its output captured as text, in its own process group, so that a tool that does not
 finish in time is stopped with everything it started, and nothing it leaves running in
 the background outlives the call.  It never raises for a tool that fails: the
