@@ -34,8 +34,7 @@ for _name, _value in LOOPBACK_ENV.items():
 
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'tilecore[ray]'; make setup does)")
 
-import torch  # noqa: E402
-from tune_kernels import make_matmul  # noqa: E402
+from tune_kernels import check_tuned, make_matmul  # noqa: E402
 
 import tilecore  # noqa: E402
 from tilecore import executor, remote  # noqa: E402
@@ -131,18 +130,6 @@ def tuned(cluster: dict[str, Any], redis_server: LocalRedisServer, monkeypatch: 
         remote.reset()
 
 
-def _check(kernel: Any, results: list[dict[str, Any]]) -> None:
-    """The chosen config passed and has the least latency among those that passed; the kernel is right."""
-    passed = [r for r in results if r["status"] == "ok"]
-    best = min(passed, key=lambda r: r["latency"])
-    assert kernel.config == best["config"] and kernel.latency == best["latency"]
-    torch.manual_seed(0)
-    a, b = torch.randn(64, 64), torch.randn(64, 64)
-    a0, b0 = a.clone(), b.clone()
-    torch.testing.assert_close(kernel(a, b), a @ b, atol=1e-3, rtol=1e-3)
-    assert torch.equal(a, a0) and torch.equal(b, b0)
-
-
 CHILD = """
 import json, logging, sys
 sys.path.insert(0, {tests!r})
@@ -193,7 +180,7 @@ def test_unchanged_autotune_sweeps_on_the_cluster_then_a_fresh_process_compiles_
         assert not sweep["reused"]
         results = sweep["results"]
         assert len(results) == 4 and all(r["status"] == "ok" for r in results), results
-        _check(kernel, results)
+        check_tuned(kernel, results)
         assert remote.counters()["hits"] == hits + 1  # the driver loaded the best kernel from the cache
         chosen[target] = kernel.config
     assert executor.counters()["sweeps"] == 2 and executor.counters()["bench_tasks"] == 8
@@ -228,7 +215,7 @@ def test_a_crashing_or_hung_config_is_retried_then_lost_and_the_sweep_goes_on(tu
     assert [r["status"] for r in results] == ["ok", "lost", "lost", "ok"], results
     assert all("died" in r["error"] or "WorkerCrashedError" in r["error"] for r in results[1:3]), results
     assert executor.counters()["lost"] == 2
-    _check(kernel, results)
+    check_tuned(kernel, results)
 
 
 def test_doctor_shows_the_executor_and_every_node_with_its_resources(tuned: Any) -> None:
@@ -280,7 +267,7 @@ def test_a_node_whose_toolchain_fails_is_quarantined_and_its_configs_compile_els
         sweep = tuned.last_sweep
         assert sweep["quarantined"] == [bad.node_id]
         assert all(r["status"] == "ok" and r["compiled_on"] != bad.node_id for r in sweep["results"]), sweep["results"]
-        _check(kernel, sweep["results"])
+        check_tuned(kernel, sweep["results"])
     finally:
         made.remove_node(bad)
 
@@ -356,4 +343,4 @@ def test_a_node_lost_mid_sweep_has_its_tasks_rerun_elsewhere_without_recompiling
     assert any(r["node"] == cluster["a"].node_id for r in results), results
     assert not any(r["compiled"] for r in results), results  # the rerun loaded the published kernel: no compile
     assert executor.counters()["compile_tasks"] == 4 and executor.counters()["bench_tasks"] == 4  # one result each
-    _check(kernel, results)
+    check_tuned(kernel, results)

@@ -16,11 +16,10 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
-from tune_kernels import make_matmul
+from tune_kernels import check_tuned, make_matmul
 
 import tilecore
 from tilecore import executor
@@ -65,18 +64,6 @@ def pool() -> Iterator[LocalExecutor]:
         executor.reset()
 
 
-def _check(kernel: Any, results: list[dict[str, Any]]) -> None:
-    """The chosen config passed and has the least latency among those that passed; the kernel is right."""
-    passed = [r for r in results if r["status"] == "ok"]
-    best = min(passed, key=lambda r: r["latency"])
-    assert kernel.config == best["config"] and kernel.latency == best["latency"]
-    torch.manual_seed(0)
-    a, b = torch.randn(64, 64), torch.randn(64, 64)
-    a0, b0 = a.clone(), b.clone()
-    torch.testing.assert_close(kernel(a, b), a @ b, atol=1e-3, rtol=1e-3)
-    assert torch.equal(a, a0) and torch.equal(b, b0)
-
-
 def test_a_crashing_and_a_hung_config_are_lost_and_the_sweep_goes_on(
     pool: LocalExecutor, compiles: _Compiles, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -94,7 +81,7 @@ def test_a_crashing_and_a_hung_config_are_lost_and_the_sweep_goes_on(
     assert "timed out" in results[2]["error"] and results[2]["attempts"] == 1, results[2]  # a hang is not retried
     assert executor.counters()["lost"] == 2 and executor.counters()["sweeps"] == 1
     assert compiles.seen == [], compiles.seen  # the workers compiled; this process loaded the best from disk
-    _check(kernel, results)
+    check_tuned(kernel, results)
     # This process's tilelang is untouched by the crashes: it compiles and tunes in its own threads again.
     executor.configure("local")
     again = make_matmul("democpu", rep=2, configs=[{"BM": 64, "BN": 32, "BK": 16}])(64, 64, 64)
