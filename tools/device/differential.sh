@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Runs on a device machine (see the device tool's README), from the repository root, with
-# `.diffarm/sitetpu.tar.xz`, `.diffarm/tc.tar.xz` and `.diffarm/ours` carried (tools/device/payload.sh
-# tpu; together about 62 MB of the 64 MiB a call may carry): the tpu differential in SHARDS processes, one seed each
-# (FIRST_SEED, FIRST_SEED+1, ...), each drawing programs for MINUTES, then merges the shards.
-#   bash tools/device/differential.sh 60 7001 7.5          # results under $OUT (or ./.diffarm/out)
+# Runs on a device machine (tools/device/README.md), from the repository root, with `.diffarm/site.tar.xz`,
+# `.diffarm/tc.tar.xz` and `.diffarm/ours` carried (tools/device/payload.sh): the tpu differential in
+# SHARDS processes, one seed each (FIRST_SEED, FIRST_SEED+1, ...), each drawing programs for MINUTES,
+# then merges the shards.  DIFF_SMOKE=0 skips the 8-program smoke run.
+#   bash tools/device/differential.sh 32 9001 6.9          # results under $OUT (or ./.diffarm/out)
 # Each shard has its own TMPDIR and caches; nothing is written outside them and $OUT.
 set -u
 shards=${1:?shards} first=${2:?first seed} minutes=${3:?minutes}
@@ -18,11 +18,6 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" .di
 python3 -c "import site, sysconfig; open(sysconfig.get_paths()['purelib'] + '/zz-tilecore-payload.pth', 'w').write('import site; site.addsitedir(%r)\\n' % '$site')"
 # CPU only: upstream's kernels put their tensors on a visible GPU, which the c target refuses.
 export PYTHONPATH=$site TILELANG_TPU_TOOLCHAIN_DIR=$work/tc/toolchain PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES=
-# ppl-compile 1.30.2 hard-codes GCC 12 / 11 header paths; DIFF_GCC11_LINK=1 applies the old workaround
-# (a c++/11 -> 12 link) to compare with the backend's own header selection.
-if [ "${DIFF_GCC11_LINK:-0}" = 1 ] && [ -d /usr/include/x86_64-linux-gnu/c++/12 ] && [ ! -e /usr/include/x86_64-linux-gnu/c++/11 ]; then
-  ln -s 12 /usr/include/x86_64-linux-gnu/c++/11
-fi
 { uname -a; nproc; python3 --version; g++ --version | head -1; ls /usr/include/c++ /usr/include/x86_64-linux-gnu/c++ 2>&1
   python3 -c 'import tilelang, hypothesis, torch; print("tilelang", tilelang.__version__, "hypothesis", hypothesis.__version__, "torch", torch.__version__)'
   python3 -m tilecore.cli list 2>&1 | head -20; } > "$out/env.txt" 2>&1
