@@ -22,13 +22,6 @@ from tpu_checks import run_checked
 
 pytestmark = pytest.mark.usefixtures("toolchain")
 
-TORCH = {
-    "float32": torch.float32,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-    "int8": torch.int8,
-    "int32": torch.int32,
-}
 M, N = 8, 48
 
 
@@ -108,15 +101,15 @@ def _inputs(src: str, seed: int) -> torch.Tensor:
     x = torch.randn(M, N, generator=g, dtype=torch.float32) * 1000
     # fp32 values one fp32 ulp beside the bf16/fp16 ties, and exact ties
     x[1, :6] = torch.tensor([257.0, 257.00003, 256.99997, 2049.0, 2049.0002, 65520.0])
-    return x.to(TORCH[src])
+    return x.to(getattr(torch, src))
 
 
 def _expected(x: torch.Tensor, chain: tuple[str, ...], mode: str, scale: int) -> torch.Tensor:
     value = x.to(torch.int32) * scale if scale != 1 else x
     for dtype in chain:
-        value = value.to(TORCH[dtype])
+        value = value.to(getattr(torch, dtype))
     if mode == "accumulate":
-        return value.float().clamp(min=0).amax(1).to(TORCH[chain[-1]])  # acc starts at 0
+        return value.float().clamp(min=0).amax(1).to(getattr(torch, chain[-1]))  # acc starts at 0
     return value
 
 
@@ -143,7 +136,7 @@ CASES = [
 def test_16_bit_casts_round_as_torch(src: str, chain: tuple[str, ...], scale: int, mode: str) -> None:
     kernel = tilelang.compile(cast_chain_kernel(src, chain, mode, scale), target="tpu")
     x = _inputs(src, seed=len(chain) * 7 + scale)
-    y = torch.zeros(M, N, dtype=TORCH[chain[-1]])
+    y = torch.zeros(M, N, dtype=getattr(torch, chain[-1]))
     run_checked(kernel, x, y, inputs=(0,))
     expected = _expected(x, chain, mode, scale)
     wrong = (y != expected) & ~(y.isnan() & expected.isnan())
@@ -160,7 +153,7 @@ def test_16_bit_casts_feeding_an_accumulator(src: str, chain: tuple[str, ...]) -
     kernel = tilelang.compile(cast_chain_kernel(src, chain, "accumulate"), target="tpu")
     x = _inputs(src, seed=5)
     x[:, : N // 2] = x[:, : N // 2].clamp(-5000, 5000)
-    y = torch.zeros(M, dtype=TORCH[chain[-1]])
+    y = torch.zeros(M, dtype=getattr(torch, chain[-1]))
     run_checked(kernel, x, y, inputs=(0,))
     assert torch.equal(y, _expected(x, chain, "accumulate", 1))
 
@@ -196,7 +189,7 @@ def test_16_bit_scalars_hold_values_of_their_type(dtype: str) -> None:
     x = torch.randint(-5000, 5000, (M, N), dtype=torch.int32)
     y, z = torch.zeros(M), torch.zeros(M, N)
     run_checked(kernel, x, y, z, inputs=(0,))
-    t = TORCH[dtype]
+    t = getattr(torch, dtype)
     acc = torch.full((M,), 2048.0 if dtype == "float16" else 256.0, dtype=t)
     for _ in range(N):
         acc = acc + torch.ones((), dtype=t)  # rounds each step: stays put
@@ -260,7 +253,7 @@ def test_16_bit_arithmetic_in_scalar_code_rounds_each_operation(dtype: str) -> N
     ids = torch.randint(-127, 128, (M, N), generator=g, dtype=torch.int32)
     y = torch.zeros(M, N)
     run_checked(kernel, x, ids, y, inputs=(0, 1))
-    t = TORCH[dtype]
+    t = getattr(torch, dtype)
     a = x.to(t) - ids.to(torch.int8).to(t)
     expected = (a * x.flip(1).to(t) + torch.tensor(3.0, dtype=t)).float()
     wrong = (y != expected) & ~(y.isnan() & expected.isnan())

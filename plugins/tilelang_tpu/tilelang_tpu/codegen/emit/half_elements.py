@@ -101,14 +101,7 @@ def half_read(em: EmitContext, load: Any) -> str:
     em.emit(f"if ({guard or 'true'}) {{")
     em.indent += 1
     em.emit(f"dma::{'load' if is_global else 'move'}({half}, {source});")
-    em.emit(f"tiu::cast({wide}, {half});")  # exact
-    em.emit("ppl::tpu_poll();")
-    em.emit(f"{name} = get_lmem_ptr({wide})[0];")
-    em.emit(f"tiu::move({wide}, {wide});")  # keeps the scratch live past the scalar read (codegen.emit.elements.keep_live)
-    em.indent -= 1
-    em.emit("}")
-    em.scalar_synced = False
-    return name
+    return _read_back(em, name, half, wide)
 
 
 def _round(em: EmitContext, value: str, dtype: str) -> str:
@@ -153,14 +146,7 @@ def half_cast(em: EmitContext, value: str, source: str, dtype: str, guard: str) 
     em.emit(f"if ({guard or 'true'}) {{")
     em.indent += 1
     half = _round(em, value if source in ("float32", *HALF_DTYPES) else f"(float)({value})", dtype)
-    em.emit(f"tiu::cast({wide}, {half});")  # exact
-    em.emit("ppl::tpu_poll();")
-    em.emit(f"{name} = get_lmem_ptr({wide})[0];")
-    em.emit(f"tiu::move({wide}, {wide});")  # keeps the scratch live past the scalar read (codegen.emit.elements.keep_live)
-    em.indent -= 1
-    em.emit("}")
-    em.scalar_synced = False
-    return name
+    return _read_back(em, name, half, wide)
 
 
 def shadow_half_tiles(em: EmitContext, body: Any) -> list[Any]:
@@ -207,3 +193,16 @@ def release_shadows(em: EmitContext, shadowed: list[Any]) -> None:
         em.emit(f"tiu::move({name}, {name});")
     if shadowed:
         em.scalar_synced = False
+
+
+def _read_back(em: EmitContext, name: str, half: str, wide: str) -> str:
+    """Close a guarded block that left a 16-bit value in the scratch ``half``: widen it (exact),
+    wait, and read it into the C float ``name``."""
+    em.emit(f"tiu::cast({wide}, {half});")  # exact
+    em.emit("ppl::tpu_poll();")
+    em.emit(f"{name} = get_lmem_ptr({wide})[0];")
+    em.emit(f"tiu::move({wide}, {wide});")  # keeps the scratch live past the scalar read (codegen.emit.elements.keep_live)
+    em.indent -= 1
+    em.emit("}")
+    em.scalar_synced = False
+    return name
