@@ -2,6 +2,7 @@
 into one summary and print its table.
 
     python benchmarks/tpu_differential_merge.py shard*.json --out merged.json
+    python benchmarks/tpu_differential_merge.py call1/merged.json call2/merged.json   # merged runs merge too
 
 Each shard ran its own seed, so the merged run is reproduced shard by shard with
 (hypothesis version, seed, count, index); the merged file keeps every shard's seed, count and
@@ -32,7 +33,8 @@ def merge(paths: list[Path]) -> dict[str, object]:
     wrong: list[dict[str, object]] = []
     for path in paths:
         shard = json.loads(path.read_text())
-        shards.append({k: shard[k] for k in ("seed", "count", "run", "minutes", "programs_per_minute")})
+        # A merged file lists its shards (and its WRONG programs carry their seeds already).
+        shards.extend(shard.get("shards") or [{k: shard[k] for k in ("seed", "count", "run", "minutes", "programs_per_minute")}])
         pairs.update(shard["pairs"])
         for target, counts in shard["refused"].items():
             refused[target].update(counts)
@@ -43,7 +45,7 @@ def merge(paths: list[Path]) -> dict[str, object]:
             gap_examples[construct] = (gap_examples[construct] + sources)[:2]
         for feature, row in shard["coverage"].items():
             coverage[feature] = [a + b for a, b in zip(coverage[feature], row, strict=True)]
-        wrong.extend({"seed": shard["seed"], **w} for w in shard["wrong"])
+        wrong.extend(w if "seed" in w else {"seed": shard["seed"], **w} for w in shard["wrong"])
     return {
         "shards": shards,
         "run": sum(s["run"] for s in shards),
@@ -72,8 +74,13 @@ def report(merged: dict[str, object]) -> str:
     for c in STATUSES:
         lines.append(f"| **{c}** | " + " | ".join(str(pairs.get(f"{c}/{t}", 0)) for t in STATUSES) + " |")
     tpu_wrong = sum(n for key, n in pairs.items() if key.endswith("/WRONG"))
-    disagreements = pairs.get("match/WRONG", 0) + pairs.get("WRONG/match", 0)
-    lines += ["", f"tpu WRONG: {tpu_wrong}; disagreements (one target matches, the other WRONG): {disagreements}"]
+    # A disagreement is a bug in whichever target is WRONG: tpu's is ours, c's is the referee's
+    # (docs/benchmarks/tpu-differential.md lists the c bugs found).
+    lines += [
+        "",
+        f"tpu WRONG: {tpu_wrong}; disagreements (one target matches, the other WRONG): "
+        f"{pairs.get('match/WRONG', 0)} tpu WRONG where c matches, {pairs.get('WRONG/match', 0)} c WRONG where tpu matches",
+    ]
     for kind in ("refused", "crash"):
         counts: dict[str, int] = merged[kind].get("tpu", {})  # type: ignore[attr-defined]
         for construct, n in list(counts.items())[:12]:

@@ -8,7 +8,7 @@
 set -u
 shards=${1:?shards} first=${2:?first seed} minutes=${3:?minutes}
 out=${OUT:-$PWD/.diffarm/out}
-mkdir -p "$out"
+mkdir -p "$out/shards"
 work=$(mktemp -d /tmp/tilecore-diff.XXXXXX)
 site=$work/site
 mkdir -p "$site" "$work/tc"
@@ -38,15 +38,17 @@ fi
 for i in $(seq 0 $((shards - 1))); do
   s=$((first + i)); d=$work/s$s; mkdir -p "$d"
   # Killed 30 s after its drawing time: a program can run long, and the shard's summary is written
-  # every 30 s, so what it ran is kept.
+  # every 30 s under $OUT, so what it ran comes back even when the call passes its time limit.
   TMPDIR=$d TILECORE_CACHE_DIR=$d/tc TILELANG_CACHE_DIR=$d/tl timeout -s KILL $(python3 -c "print(int($minutes * 60 + 30))") nice -n 5 \
     python3 benchmarks/tpu_differential.py --count 5000 --seed $s --minutes "$minutes" --no-shrink --quiet \
-    --summary "$work/shard$s.json" > "$d/log.txt" 2>&1 &
+    --summary "$out/shards/shard$s.json" > "$d/log.txt" 2>&1 &
 done
 wait
-python3 benchmarks/tpu_differential_merge.py "$work"/shard*.json --out "$out/merged.json" | tee "$out/merged.txt"
+python3 benchmarks/tpu_differential_merge.py "$out"/shards/shard*.json --out "$out/merged.json" | tee "$out/merged.txt"
 rc=${PIPESTATUS[0]}
-ls "$work"/shard*.json | wc -l
+ls "$out"/shards/shard*.json | wc -l
+# One archive: a call brings back a limited number of files.
+tar -C "$out" -czf "$out/shards.tar.gz" shards && rm -rf "$out/shards"
 for f in "$work"/s*/log.txt; do grep -l "Traceback" "$f" >/dev/null && { echo "== $f"; tail -5 "$f"; }; done | head -40
 rm -rf "$work"
 exit $rc
