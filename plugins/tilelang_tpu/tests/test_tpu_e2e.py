@@ -161,7 +161,9 @@ _HOSTILE = textwrap.dedent(
     deadline = time.monotonic() + 60
     while len(runtime.WORKERS) and time.monotonic() < deadline:  # idle: the emulator worker is stopped
         time.sleep(0.1)
-    time.sleep(0.5)
+    # The reaper ends after stopping that worker, which takes a while on a loaded machine.
+    while any(t.name == "tilelang-tpu-worker-reaper" for t in threading.enumerate()) and time.monotonic() < deadline:
+        time.sleep(0.1)
     threads = sorted(t.name for t in threading.enumerate() if t.name != "MainThread")
     print("RESULT " + json.dumps({"workdir": str(emulator.ensure_workdir()), "ppl_root": str(setup.find_toolchain().ppl_root),
                                   "workers_busy": busy, "workers_idle": len(runtime.WORKERS), "threads": threads}))
