@@ -7,7 +7,8 @@ the device) found refused by the tpu target while ``c`` ran them right (issue 18
 * reads that leave a loop variable out: one row ``x[k, j]`` and one element ``x[k]`` in an
   ``(i, j)`` loop, and a column ``x[i, k]``, a row ``x[k, i]``, an element ``x[k]`` and a 1-D tile
   ``x[i]`` in a loop whose second extent is 1 (tilelang drops it: ``T.Parallel(BM, 1)``);
-* a global read in such a loop, staged into a 1-D tile (``X0_staged[i]``, as found).
+* a global read in such a loop, staged into a 1-D tile (``X0_staged[i]``, and ``X0_staged[j]`` in a
+  ``T.Parallel(1, N)``, as found).
 
 User-style kernels over 133 rows with tiles of 1, 63, 64, 65 and 128 rows (shapes that do not
 divide), unused and unsorted parameters, every dtype the body allows, random data, inputs checked
@@ -262,4 +263,39 @@ def test_found_transposed_read() -> None:
     xt = x1.T
     rows = torch.arange(63, dtype=torch.int32)[:, None].expand(63, 16)
     expected = torch.where((xt.float() <= 2.0) & (xt < x0), xt.to(torch.int32), rows)
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+
+
+def found_staged_row_kernel() -> Any:
+    """Device differential run, "tile read XN_staged[j] in a T.Parallel over (j)" (as found, less a
+    ``T.exp`` of a constant in the else value, a separate refusal): one row per block, the global
+    read staged into a 1-D tile on the lanes and read along ``W``."""
+
+    @T.prim_func
+    def diff_kernel(X0: T.Tensor((3, 65), "float16"), Unused: T.Tensor((3, 65), "float32"), Out: T.Tensor((3, 65), "float32")):
+        with T.Kernel(T.ceildiv(3, 1), threads=1) as bx:
+            o_t = T.alloc_fragment((1, 65), "float32")
+            for i, j in T.Parallel(1, 65):
+                o_t[i, j] = T.if_then_else(
+                    (
+                        (T.float16(0.25) <= T.cast((bx * 1 + i), "float16"))
+                        | (T.if_then_else(bx * 1 + i < 3, X0[bx * 1 + i, j], T.float16(0.0)) > T.float16(0.0))
+                    ),
+                    T.max(T.cast(j, "float32"), T.cast(T.if_then_else(bx * 1 + i < 3, X0[bx * 1 + i, j], T.float16(0.0)), "float32")),
+                    T.float32(7.5),
+                )
+            T.copy(o_t, Out[bx * 1, 0])
+
+    return diff_kernel
+
+
+def test_found_staged_read_along_a_row() -> None:
+    kernel = _compile(found_staged_row_kernel())
+    x0 = (torch.randn(3, 65) * 40).to(torch.float16)
+    out = torch.full((3, 65), -99.0)
+    run_checked(kernel, x0, torch.randn(3, 65), out, inputs=(0, 1))
+    rows = torch.arange(3, dtype=torch.float32)[:, None]
+    cols = torch.arange(65, dtype=torch.float32)[None, :].expand(3, 65)
+    x = x0.to(torch.float32)
+    expected = torch.where((rows >= 0.25) | (x > 0), torch.maximum(cols, x), torch.tensor(7.5))
     torch.testing.assert_close(out, expected, rtol=0, atol=0)
