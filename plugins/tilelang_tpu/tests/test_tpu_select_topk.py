@@ -304,7 +304,7 @@ def _generate(func: Any) -> str:
     ("func", "construct", "fix"),
     [
         (lambda: _reduce_of("int8", "sum"), "T.reduce_sum of int8 data", "int32"),
-        (lambda: _reduce_of("int32", "absmax"), "T.reduce_absmax of int32 data", "reduce_sum, reduce_max and reduce_min"),
+        (lambda: _reduce_of("int16", "absmax"), "T.reduce_absmax of int16 data", "int32"),
         (lambda: _select_of("uint32"), "T.if_then_else of uint32 values", "int32"),
     ],
 )

@@ -109,12 +109,22 @@ PARALLEL_ROWS: tuple[Construct, ...] = (
         "a `sub_view` at the offsets. TIU operands share their lanes, so a region starting on another lane than 0 is "
         "first moved onto lanes from 0 by a local DMA (`dma::move`), and a store whose rows start elsewhere is computed "
         "on lanes from 0 and moved into place. Reads or stores that may fall outside their tile are refused by name",
-        "codegen/emit/operands",
+        "codegen/emit/tile_reads",
     ),
     Construct(
         "a column `w[i, k]` inside an `(i, j)` loop, `k` not varying over it (conv taps, causal conv1d)",
         "column `k` moved into a `[rows, 1]` tile, read across the row through a view with `W` stride 0",
-        "codegen/emit/operands",
+        "codegen/emit/tile_reads",
+    ),
+    Construct(
+        "other tile reads whose indices are the loop variables in any order, forwards or backwards, or left out, plus "
+        "offsets that do not vary over the loop: transposed `x[j, i]`, reversed `x[i, N - 1 - j]`, `x[k, j]` / `x[k]` "
+        "in an `(i, j)` loop, `x[i, k]` / `x[k, i]` / `x[k]` in a loop whose other extent is 1",
+        "the region read (`sub_view`, moved onto lanes from 0), transposed by `dma::transpose_cw` where the lanes and `W` "
+        "swap; a reversed axis copied one column (`tiu::move`) or row (`dma::move`) at a time in a loop -- one "
+        "instruction per column or row, a performance note; an axis the read does not follow repeated by a view with "
+        "stride 0 (along `W`) or `tiu::broadcast` (onto the lanes). Reads that may fall outside the tile are refused by name",
+        "codegen/emit/affine_reads",
     ),
     Construct(
         "`T.vectorized` loops, alone or under `T.serial` (`for i in T.serial(BM): for j in T.vectorized(N): y[i, j] = ...`)",

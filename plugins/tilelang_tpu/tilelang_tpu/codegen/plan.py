@@ -201,6 +201,8 @@ def clearing_reduce(first: Any, second: Any) -> Any:
     value = fill.args[1]
     if not isinstance(value, (tirx.IntImm, tirx.FloatImm)):
         return None
+    if kind == "absmax" and isinstance(value, tirx.IntImm):
+        return None  # int32 |-2^31| wraps to -2^31, below 0: 0 is no identity there
     number = float(value.value)
     identities = _REDUCE_IDENTITIES.get(kind, ())
     if not any(number == v and math.copysign(1.0, number) == math.copysign(1.0, v) for v in identities):

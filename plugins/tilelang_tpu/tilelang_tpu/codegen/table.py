@@ -256,14 +256,15 @@ CONSTRUCTS: tuple[Construct, ...] = (
         REFUSED,
     ),
     Construct(
-        "`T.reduce_sum/max/min` of int32 tiles (`dim=-1`, or `dim=0` of a 2-D/1-D tile; `clear=False` too)",
+        "`T.reduce_sum/max/min/abssum/absmax` of int32 tiles (`dim=-1`, or `dim=0` of a 2-D/1-D tile; `clear=False` too)",
         "exact: a scratch copy folded in half along `W` until one column is left, `ceil(log2 n)` integer "
         "`tiu::add/max/min` on `W`-offset sub-views (`dim=0` transposes first, as above); sums wrap in two's complement "
-        "like int32 sums on GPUs. The pooling unit is not used: it takes floats only, and fp32 rounds beyond 2^24",
+        "like int32 sums on GPUs. `abssum`/`absmax` fold `max(x, 0 - x)` (a wrapping negation: `|-2^31|` is `-2^31`, "
+        "as torch's int32 `abs`). The pooling unit is not used: it takes floats only, and fp32 rounds beyond 2^24",
         "codegen/emit/reduce_int",
     ),
     Construct(
-        "reductions of other integer tiles (int8/int16/uint*), `T.reduce_abssum/absmax` of int32; along a middle axis of a 3-D/4-D tile",
+        "reductions of other integer tiles (int8/int16/uint*); along a middle axis of a 3-D/4-D tile",
         "refused: pass the data as an int32 or float tensor; reduce along the last axis",
         "codegen/emit/reduce",
         REFUSED,

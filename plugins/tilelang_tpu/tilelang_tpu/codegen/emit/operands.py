@@ -1,6 +1,6 @@
 """The expressions of a ``T.Parallel`` assignment, compiled to tile operations over its
-domain: tile loads (whole, partial, per-row and per-column broadcasts), scalars, casts,
-binary arithmetic, element-wise functions and selects."""
+domain: scalars, casts, binary arithmetic, element-wise functions and selects, over the
+tile reads of :mod:`.tile_reads`."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from tilelang_tpu.codegen.emit.cast import CONVERT_DTYPES, emit_convert, is_plai
 from tilelang_tpu.codegen.emit.domain import ParallelDomain
 from tilelang_tpu.codegen.emit.integers import emit_integer, integer_op, loop_index
 from tilelang_tpu.codegen.emit.ops import UNARY_EXTERN, UNARY_OPS, WRAPPERS, constant_scale
-from tilelang_tpu.codegen.emit.repeat import repeated
 from tilelang_tpu.codegen.emit.select import emit_select
-from tilelang_tpu.codegen.ir import as_float, op_name, same_index
-from tilelang_tpu.codegen.layout import DTYPES, FLOAT_DTYPES, broadcast_strides, offset4
+from tilelang_tpu.codegen.emit.tile_reads import read_tile
+from tilelang_tpu.codegen.ir import as_float, op_name
+from tilelang_tpu.codegen.layout import FLOAT_DTYPES
 from tilelang_tpu.codegen.ranges import DIVISOR_RANGE, expr_range, reciprocal_sqrt, safe_divisor
-from tilelang_tpu.codegen.values import Operand, Tile
+from tilelang_tpu.codegen.values import Operand
 
 __all__ = ["ParallelBody"]
 
@@ -111,28 +111,6 @@ class ParallelBody(ParallelDomain):
             f"{type(e).__name__} in a T.Parallel body ({e})",
             "supported: + - * / max min, exp, abs, sqrt, rsqrt, casts, tile loads and scalars",
         )
-
-    def column_broadcast(self, tile: Tile) -> Operand:
-        """``w[j]`` in an ``(i, j)`` domain, ``w`` a 1-D tile in the ``row`` layout (one lane):
-        ``tiu::broadcast`` copies it to one pass of the lanes, and a view with ``C`` stride 0
-        repeats that pass over the row groups."""
-        em = self.em
-        _, c, _, w = self.dom4
-        lanes = f"min({c}, LANE_NUM)"
-        block = em.dim4var(["1", lanes, "1", w], "wb_block")
-        copies = em.fresh("wb")
-        em.emit(f"auto {copies} = make_tensor<{DTYPES[tile.dtype]}>({block}, {block});")
-        source = tile.name
-        if self.extents[1] != tile.shape[0]:
-            part = em.dim4var(["1", "1", "1", w], "wpart")
-            origin = em.dim4var(["0", "0", "0", "0"], "worigin")
-            source = f"{tile.name}.sub_view({part}, {origin})"
-        em.emit(f"tiu::broadcast({copies}, {source}, {lanes});")
-        shape = em.dim4var(self.dom4, "wshape")
-        stride = em.dim4var(broadcast_strides(["1", lanes, "1", w], DTYPES[tile.dtype], (1,)), "wstride")
-        view = em.fresh("wcols")
-        em.emit(f"auto &{view} = {copies}.view({shape}, {stride});")
-        return Operand(view, tile.dtype, True)
 
     def binary(self, fn: str, e: Any, dst: str | None) -> Operand | None:
         dtype = str(e.dtype)
@@ -366,159 +344,8 @@ class ParallelBody(ParallelDomain):
         return None if out == dst else Operand(out, "float32", True)
 
     def load(self, e: Any) -> Operand:
-        from tvm import tirx
-
-        em = self.em
-        tile = em.tiles.get(e.buffer.data)
-        if tile is None:
-            if e.buffer.data in em.globals_:
-                raise self.fail(
-                    f"read of global tensor {e.buffer.name} inside T.Parallel",
-                    "copy the tile to local memory with T.copy first",
-                )
-            raise self.fail(f"read of {e.buffer.name} inside T.Parallel")
-        idx = list(e.indices)
-        column = (
-            tile.layout == "row"
-            and self.dst_tile.layout == "lanes"
-            and len(self.index) == 2
-            and len(idx) == 1
-            and self.is_loop_var(self.index[1])
-            and same_index(idx[0], self.index[1])
-            and self.extents[1] <= tile.shape[0]
-        )
-        if column:
-            return self.column_broadcast(tile)
-        if tile.layout != self.dst_tile.layout:
-            raise self.fail(
-                f"element-wise operation mixing tile {e.buffer.name} ({tile.layout} layout) with {self.dst_tile.name} ({self.dst_tile.layout} layout)",
-                "fp32 T.gemm operands keep whole rows in one lane; operate on them only together with other fp32 T.gemm operands",
-            )
-        # Same-domain operand: indexed exactly like the destination.
-        if len(idx) == len(self.index) and all(same_index(i, d) for i, d in zip(idx, self.index, strict=True)):
-            if tuple(self.extents) == tile.shape and all(self.is_loop_var(d) for d in self.index):
-                return Operand(tile.name, tile.dtype, True)
-            dom = em.dim4var(self.dom4, "dom")
-            at = ["0" if self.is_loop_var(d) else str(o) for d, o in zip(self.index, self.offsets, strict=True)]
-            origin = em.dim4var(offset4(at, tile.layout), "origin")
-            view = f"{tile.name}.sub_view({dom}, {origin})"
-            if self.rows_at_zero:
-                return Operand(view, tile.dtype, True)
-            return self.moved(view, tile.dtype)
-        # Row vector broadcast along the last axis: x[i] or x[i, 0] in an (i, j) domain.
-        rowvec = (
-            len(self.index) == 2
-            and self.is_loop_var(self.index[1])
-            and tile.layout == "lanes"
-            and self.offsets[0] == 0
-            and (
-                (len(idx) == 1 and same_index(idx[0], self.index[0]))
-                or (
-                    len(idx) == 2
-                    and same_index(idx[0], self.index[0])
-                    and isinstance(idx[1], tirx.IntImm)
-                    and int(idx[1]) == 0
-                    and tile.shape[1] == 1
-                )
-            )
-        )
-        if rowvec and self.extents[0] <= tile.shape[0]:
-            # A [rows, 1] tile seen as [rows, cols] with W stride 0: PPL reads each
-            # lane's single element across the whole row.  The C stride stays the
-            # tile's own: row r + 64 is in row r's lane, one aligned row group further.
-            shape = em.dim4var(self.dom4, "bshape")
-            stride = em.dim4var(broadcast_strides(tile.block, DTYPES[tile.dtype], (3,)), "bstride")
-            view = em.fresh("bcast")
-            em.emit(f"auto &{view} = {tile.name}.view({shape}, {stride});")
-            return Operand(view, tile.dtype, True)
-        tap = self.column_of(e.buffer.name, tile, idx)
-        if tap is not None:
-            return tap
-        shifted = self.shifted(e.buffer.name, tile, idx)
-        if shifted is not None:
-            return shifted
-        spread = repeated(self, e.buffer.name, tile, idx)
-        if spread is not None:
-            return spread
-        raise self.fail(
-            f"tile read {e.buffer.name}[{', '.join(map(str, idx))}] "
-            + (f"in a T.Parallel over ({', '.join(v.name for v in self.loop_vars)})" if self.loop_vars else "in a scalar store"),
-            "operands must be indexed by the loop variables in order, or be a per-row vector x[i] broadcast along the row",
-        )
-
-    def column_of(self, name: str, tile: Tile, idx: list[Any]) -> Operand | None:
-        """``w[i, k]`` in an ``(i, j)`` domain, ``k`` not varying over the loop (a conv tap, a
-        per-row scale picked by a serial loop): column ``k`` moved into a ``[rows, 1]`` tile,
-        then read across the row through a view with ``W`` stride 0.  None for other reads."""
-        em = self.em
-        if not (
-            len(self.index) == 2
-            and len(idx) == 2
-            and self.is_loop_var(self.index[0])
-            and self.is_loop_var(self.index[1])
-            and tile.layout == "lanes"
-            and self.offsets[0] == 0
-            and same_index(idx[0], self.index[0])
-            and not self.uses_loop_vars(idx[1])
-            and self.extents[0] <= tile.shape[0]
-        ):
-            return None
-        if not (em.analyzer.can_prove(idx[1] >= 0) and em.analyzer.can_prove(idx[1] < tile.shape[1])):
-            raise self.fail(
-                f"tile read {name}[{', '.join(map(str, idx))}] whose column may fall outside the tile {list(tile.shape)}",
-                "keep every read inside its tile",
-            )
-        rows = self.dom4[1]
-        block = em.dim4var(["1", rows, "1", "1"], "col_block")
-        column = em.fresh("col")
-        em.emit(f"auto {column} = make_tensor<{DTYPES[tile.dtype]}>({block}, {block});")
-        at = em.dim4var(["0", "0", "0", em.expr(idx[1])], "col_at")
-        em.emit(f"tiu::move({column}, {tile.name}.sub_view({block}, {at}));")
-        shape = em.dim4var(self.dom4, "cshape")
-        stride = em.dim4var(broadcast_strides(["1", rows, "1", "1"], DTYPES[tile.dtype], (3,)), "cstride")
-        view = em.fresh("cbcast")
-        em.emit(f"auto &{view} = {column}.view({shape}, {stride});")
-        return Operand(view, tile.dtype, True)
-
-    def shifted(self, name: str, tile: Tile, idx: list[Any]) -> Operand | None:
-        """``x[i, j + 64]``, ``x[i + 1, j]``, ``x[k, j]``: a read of a tile of the destination's rank
-        whose index along each dimension is the destination's loop variable plus an offset that
-        does not vary over the domain, or a scalar where the destination has one: a ``sub_view``
-        at the offsets, moved onto lanes from 0 by a local DMA when it starts on another lane
-        (:meth:`moved`).  Returns None for any other read."""
-
-        em = self.em
-        if tile.layout != "lanes" or self.dst_tile.layout != "lanes" or len(idx) != len(self.index):
-            return None
-        origin: list[Any] = []
-        for i, d in zip(idx, self.index, strict=True):
-            if self.is_loop_var(d):
-                offset = em.analyzer.simplify(i - d)
-                if self.uses_loop_vars(offset):
-                    return None
-                origin.append(offset)
-            else:
-                if self.uses_loop_vars(i):
-                    return None
-                origin.append(i)
-        for axis, (o, extent) in enumerate(zip(origin, self.extents, strict=True)):
-            if not (em.analyzer.can_prove(o >= 0) and em.analyzer.can_prove(o + extent <= tile.shape[axis])):
-                raise self.fail(
-                    f"tile read {name}[{', '.join(map(str, idx))}] that may fall outside the tile {list(tile.shape)}",
-                    "keep every read inside its tile (TileLang leaves reads outside a tile undefined; the tpu target refuses them)",
-                )
-        dom = em.dim4var(self.dom4, "dom")
-        at = em.dim4var(offset4([em.expr(o) for o in origin], "lanes"), "at")
-        view = f"{tile.name}.sub_view({dom}, {at})"
-        if self.starts_on_lane_zero(origin):
-            return Operand(view, tile.dtype, True)
-        return self.moved(view, tile.dtype)
-
-    def moved(self, view: str, dtype: str) -> Operand:
-        """``view`` (a region starting on another lane than 0) moved onto lanes from 0 by a local DMA."""
-        moved = self.temp(dtype)
-        self.em.emit(f"dma::move({moved}, {view});  // onto lanes from 0: TIU operands share their lanes")
-        return Operand(moved, dtype, True)
+        """A tile read over the domain (:func:`~tilelang_tpu.codegen.emit.tile_reads.read_tile`)."""
+        return read_tile(self, e)
 
 
 _HALF = ("float16", "bfloat16")

@@ -1,4 +1,4 @@
-"""T.reduce_sum/max/min of int32 tiles: an exact log-step tree of integer TIU ops.
+"""T.reduce_sum/max/min/abssum/absmax of int32 tiles: an exact log-step tree of integer TIU ops.
 
 The pooling unit that reduces float rows (``quick_pooling``) takes floats only, and
 an int32 sum through fp32 would round beyond 2^24.  Instead, a scratch copy of the
@@ -7,6 +7,11 @@ tile is folded in half along ``W`` until one column is left: step by step,
 ``tiu::min`` on ``W``-offset sub-views, the way ``codegen.emit.scan`` scans), so
 ``ceil(log2 n)`` integer instructions per reduction, any ``n``.  Sums wrap around
 in two's complement on overflow, as int32 sums do on GPUs.
+
+``abssum`` and ``absmax`` first take ``|x|`` of the scratch copy as ``max(x, 0 - x)`` with a
+wrapping subtraction (PPL has no integer abs reduction): ``|-2^31|`` is ``-2^31``, as torch's
+``abs`` of int32 and C's two's-complement negation give; the sum then wraps like any int32 sum
+(torch's ``x.abs().sum(dtype=torch.int32)``).
 
 Reductions along the lanes (dim 0 of a 2-D or 1-D tile) first move the lanes axis
 to ``W`` with the same TIU transpose as the float path (a plain data move, exact
@@ -31,7 +36,10 @@ INT_REDUCE_DTYPES = ("int32",)
 
 #: Reduce kind -> the TIU integer op that folds two halves (and combines with the
 #: destination when ``clear=False``).
-INT_REDUCE_KINDS = {"sum": "add", "max": "max", "min": "min"}
+INT_REDUCE_KINDS = {"sum": "add", "max": "max", "min": "min", "abssum": "add", "absmax": "max"}
+
+#: Reduce kinds that fold ``|x|`` (a wrapping int32 abs) instead of ``x``.
+_ABSOLUTE = ("abssum", "absmax")
 
 
 def emit_int_reduce(em: EmitContext, kind: str, st: Tile, dt: Tile, across_lanes: bool, clear: bool) -> None:
@@ -39,7 +47,7 @@ def emit_int_reduce(em: EmitContext, kind: str, st: Tile, dt: Tile, across_lanes
     if kind not in INT_REDUCE_KINDS:
         raise em.fail(
             f"T.reduce_{kind} of {st.dtype} data",
-            hint="int32 tiles reduce with reduce_sum, reduce_max and reduce_min; for abs* reductions take T.abs in a float tile",
+            hint=f"int32 tiles reduce with {', '.join('reduce_' + k for k in INT_REDUCE_KINDS)}",
         )
     op = INT_REDUCE_KINDS[kind]
     ty = DTYPES[st.dtype]
@@ -55,6 +63,11 @@ def emit_int_reduce(em: EmitContext, kind: str, st: Tile, dt: Tile, across_lanes
         em.emit(f"auto {scratch} = make_tensor<{ty}>({block}, {block});")
         em.emit(f"tiu::move({scratch}, {st.name});")  # the source tile stays intact
     n_, c_, h_ = shape[0], shape[1], shape[2]
+    if kind in _ABSOLUTE:
+        negated = em.fresh("ired_neg")
+        em.emit(f"auto {negated} = make_tensor<{ty}>({block}, {block});")
+        em.emit(f"tiu::sub({negated}, 0, {scratch}, 0, RM_HALF_UP, false);  // wraps: 0 - (-2^31) = -2^31")
+        em.emit(f"tiu::max({scratch}, {scratch}, {negated});")
     at0 = em.dim4var(["0", "0", "0", "0"], "ired_at0")
     while n > 1:
         half = n // 2
