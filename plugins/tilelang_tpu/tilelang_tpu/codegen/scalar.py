@@ -168,12 +168,15 @@ class ScalarPrinter:
                 return f"{name}({a}, {b})"
             # PPL declares only int min/max (ppl_func.h): a float argument would be truncated.
             # std::min/std::max's selection instead (both sides are pure).
-            return f"(({b}) < ({a}) ? ({b}) : ({a}))" if name == "min" else f"(({a}) < ({b}) ? ({b}) : ({a}))"
+            if name == "min":
+                return f"(({b}) < ({a}) ? {_value(b, e.dtype)} : {_value(a, e.dtype)})"
+            return f"(({a}) < ({b}) ? {_value(b, e.dtype)} : {_value(a, e.dtype)})"
         if isinstance(e, tirx.Not):
             return f"(!{p(e.a)})"
         if isinstance(e, tirx.Select):
             condition = p(e.condition)
-            return f"({condition} ? {self._under(condition, e.true_value)} : {self._under(f'!({condition})', e.false_value)})"
+            if_true = _value(self._under(condition, e.true_value), e.dtype)
+            return f"({condition} ? {if_true} : {_value(self._under(f'!({condition})', e.false_value), e.dtype)})"
         if isinstance(e, tirx.Call) and str(getattr(e.op, "name", "")) in _BIT_OPS and "int" in str(e.dtype):
             # Simplify's strength reduction of division by a power of two: T.ceildiv(M, 64) of a
             # symbolic M becomes (M + 63) >> 6 (C's >> on int is the arithmetic shift TIR means).
@@ -207,6 +210,20 @@ class ScalarPrinter:
         # (float) it kept every bit: int32 257 -> bf16 stayed 257, torch gives 256).  The TIU rounds
         # it, as torch does: C's (float) first (exact but for integers past 2^24), then to 16 bits.
         return self.half_cast(self.print(e.value), source, dtype, " && ".join(self.guards))
+
+
+def _value(text: str, dtype: Any) -> str:
+    """A branch ``text`` of a C ``?:`` as a value of ``dtype``'s C type, never a variable.
+
+    ppl-compile 1.30.2 types a ``?:`` of two variables as a reference to them, so a ``?:`` one of
+    whose branches is such a ``?:`` and the other a value failed to verify ("'arith.select' op
+    failed to verify that all of {true_value, false_value, result} have same type") or crashed
+    the compiler (SIGSEGV) -- nested float ``T.min``/``T.max`` in a ``T.serial`` loop (device
+    differential run on f85a373).  A cast to the branch's own type is exact (no rounding, NaN and
+    -0 kept) and makes it a value; nothing is hoisted out of the expression, so a loop condition
+    or a guarded branch still evaluates it where it stands."""
+    ctype = _C_TYPES.get(str(dtype))
+    return f"({text})" if ctype is None else f"(({ctype})({text}))"
 
 
 _C_TYPES = {
