@@ -146,3 +146,30 @@ def test_nested_int_select_in_serial_code(BM: int) -> None:
     run_checked(kernel, x, y, out, inputs=(0, 1))
     expected = torch.where(x > 0, torch.maximum(x, y), torch.where(y < 0, y, x))
     torch.testing.assert_close(out, expected, rtol=0, atol=0)
+
+
+def while_kernel(M: int, N: int) -> Any:
+    """A ``while`` whose condition is a guarded load inside nested float ``T.min``/``T.max``:
+    evaluated afresh each iteration (nothing of it is computed ahead of the loop)."""
+
+    @T.prim_func
+    def leading(A: T.Tensor((M, N), "float32"), L: T.Tensor((M,), "int32")):
+        with T.Kernel(M, threads=1) as bx:
+            k = T.alloc_var("int32")
+            k = 0
+            while T.max(T.min(T.if_then_else(k < N, A[bx, k], T.float32(-1.0)), T.float32(1.0)), T.float32(-1.0)) > T.float32(0.25):
+                k += 1
+            L[bx] = k
+
+    return leading
+
+
+def test_while_condition_with_nested_min_max_and_a_guarded_load() -> None:
+    M, N = 65, 40
+    kernel = tilelang.compile(while_kernel(M, N), target="tpu")
+    a = torch.rand(M, N) * 3 - 0.5
+    a[:, :3] = 2.0
+    a[3] = 2.0  # a row with no stop: the guard ends it at N
+    length = torch.zeros(M, dtype=torch.int32)
+    run_checked(kernel, a, length, inputs=(0,))
+    assert torch.equal(length, (a > 0.25).int().cumprod(1).sum(1).int())
