@@ -226,7 +226,9 @@ PARALLEL_ROWS: tuple[Construct, ...] = (
         "(`a < b` is `b > a`), the one PPL compare that is IEEE on the emulator; `==`, `>=`, `<=`, `!=` are built from "
         "`>` and guarded for NaN operands. int32 data and index expressions compare as int32. int16/uint16/int8/uint8 "
         "data and values are widened to int32 (exact), selected in int32 and the result narrowed back (exact: it is one "
-        "of the values). Broadcast views are copied to whole tiles first (the selects abort on strided operands)",
+        "of the values). Broadcast views are copied to whole tiles first (the selects abort on strided operands); of two "
+        "scalar values into an fp16/bf16 result one is filled into a tile first (the emulator aborts on two fp32 scalars "
+        "there)",
         "codegen/emit/select",
     ),
     Construct(

@@ -168,19 +168,67 @@ class ScalarPrinter:
                 return f"{name}({a}, {b})"
             # PPL declares only int min/max (ppl_func.h): a float argument would be truncated.
             # std::min/std::max's selection instead (both sides are pure).
-            return f"(({b}) < ({a}) ? ({b}) : ({a}))" if name == "min" else f"(({a}) < ({b}) ? ({b}) : ({a}))"
+            if name == "min":
+                return f"(({b}) < ({a}) ? {_value(b, e.dtype)} : {_value(a, e.dtype)})"
+            return f"(({a}) < ({b}) ? {_value(b, e.dtype)} : {_value(a, e.dtype)})"
         if isinstance(e, tirx.Not):
             return f"(!{p(e.a)})"
         if isinstance(e, tirx.Select):
             condition = p(e.condition)
-            return f"({condition} ? {self._under(condition, e.true_value)} : {self._under(f'!({condition})', e.false_value)})"
+            if_true = _value(self._under(condition, e.true_value), e.dtype)
+            return f"({condition} ? {if_true} : {_value(self._under(f'!({condition})', e.false_value), e.dtype)})"
         if isinstance(e, tirx.Call) and str(getattr(e.op, "name", "")) in _BIT_OPS and "int" in str(e.dtype):
             # Simplify's strength reduction of division by a power of two: T.ceildiv(M, 64) of a
             # symbolic M becomes (M + 63) >> 6 (C's >> on int is the arithmetic shift TIR means).
             return f"({p(e.args[0])} {_BIT_OPS[str(e.op.name)]} {p(e.args[1])})"
+        if isinstance(e, tirx.Call) and str(getattr(e.op, "name", "")) in _BOOL_OPS and str(e.dtype) == "bool":
+            # ``c1 & c2``, ``c1 | c2`` of conditions (upstream's band masks): both sides evaluated,
+            # as C's bitwise operators on bools do.
+            return f"({p(e.args[0])} {_BOOL_OPS[str(e.op.name)]} {p(e.args[1])})"
         if isinstance(e, tirx.Cast):
             return self._cast(e)
+        if isinstance(e, tirx.Call):
+            called = self._call(e)
+            if called is not None:
+                return called
         raise Unsupported(f"scalar expression {type(e).__name__} ({e})")
+
+    def _call(self, e: Any) -> str | None:
+        """``T.if_then_else``, ``T.clamp`` and the float math functions PPL's scalar unit has
+        (``ppl::exp``, ``log``, ``sqrt``, ``abs``...), or None for another call."""
+        name = str(getattr(e.op, "name", ""))
+        if name == "tirx.call_pure_extern" and str(e.args[0].value) in _EXTERN_MATH:
+            name, args = _EXTERN_MATH[str(e.args[0].value)], list(e.args[1:])
+        else:
+            args = list(e.args)
+        if name == "tirx.if_then_else" and len(args) == 3:
+            # C's ?: evaluates only the chosen branch, as if_then_else means (a guarded load:
+            # ``T.if_then_else(bx * 64 + i < M, A[bx * 64 + i, j], 0)``).
+            condition = self.print(args[0])
+            if_true = _value(self._under(condition, args[1]), e.dtype)
+            return f"({condition} ? {if_true} : {_value(self._under(f'!({condition})', args[2]), e.dtype)})"
+        if name == "tl.clamp" and len(args) == 3:
+            return self._clamp(e, *args)
+        function = _MATH.get(name)
+        if function is None or str(e.dtype) not in _FLOATS or len(args) != 1:
+            return None
+        # The scalar unit computes in float; a 16-bit result is rounded once, as torch computes
+        # fp16/bf16 math in float and rounds (codegen.emit.operands computes the tile forms so).
+        return self._rounded(e, f"ppl::{function}((float)({self.print(args[0])}))")
+
+    def _clamp(self, e: Any, x: Any, lo: Any, hi: Any) -> str:
+        """``T.clamp(x, lo, hi)`` as TileLang defines it, ``min(max(x, lo), hi)`` (``lo > hi``
+        gives ``hi``); floats as ``torch.clamp`` (a NaN in ``x`` or a bound propagates)."""
+        from tvm import tirx
+
+        if "int" in str(e.dtype):
+            return self.print(tirx.Min(tirx.Max(x, lo), hi))
+        value, low, high = self.print(x), self.print(lo), self.print(hi)
+        raised = f"(({low}) > ({value}) ? {_value(low, e.dtype)} : {_value(value, e.dtype)})"
+        clamped = f"(({raised}) > ({high}) ? {_value(high, e.dtype)} : {_value(raised, e.dtype)})"
+        # NaN + anything is NaN: a NaN bound gives NaN, as torch.clamp's does.
+        nan_bound = f"(({low}) != ({low}) || ({high}) != ({high}))"
+        return f"({nan_bound} ? (({low}) + ({high})) : {clamped})"
 
     def _rounded(self, e: Any, text: str) -> str:
         """``text``, the C ``float`` result of the arithmetic ``e`` on 16-bit values, rounded to ``e``'s
@@ -209,6 +257,20 @@ class ScalarPrinter:
         return self.half_cast(self.print(e.value), source, dtype, " && ".join(self.guards))
 
 
+def _value(text: str, dtype: Any) -> str:
+    """A branch ``text`` of a C ``?:`` as a value of ``dtype``'s C type, never a variable.
+
+    ppl-compile 1.30.2 types a ``?:`` of two variables as a reference to them, so a ``?:`` one of
+    whose branches is such a ``?:`` and the other a value failed to verify ("'arith.select' op
+    failed to verify that all of {true_value, false_value, result} have same type") or crashed
+    the compiler (SIGSEGV) -- nested float ``T.min``/``T.max`` in a ``T.serial`` loop (device
+    differential run on f85a373).  A cast to the branch's own type is exact (no rounding, NaN and
+    -0 kept) and makes it a value; nothing is hoisted out of the expression, so a loop condition
+    or a guarded branch still evaluates it where it stands."""
+    ctype = _C_TYPES.get(str(dtype))
+    return f"({text})" if ctype is None else f"(({ctype})({text}))"
+
+
 _C_TYPES = {
     "int32": "int",
     "int64": "long long",
@@ -223,6 +285,40 @@ _C_TYPES = {
     "float16": "float",
     "bfloat16": "float",
 }
+
+#: Float dtypes scalar math applies to (fp16/bf16 held in C floats, rounded after each function).
+_FLOATS = ("float32", "float16", "bfloat16")
+
+#: TIR math intrinsics -> the ``ppl::`` scalar function (ppl_func.h: ``float f(float)``).
+#: ``round`` is left out: PPL's is C's (halves away from zero), TIR's rounds halves to even.
+_MATH = {
+    "tirx.exp": "exp",
+    "tirx.exp2": "exp2",
+    "tirx.log": "log",
+    "tirx.log2": "log2",
+    "tirx.sqrt": "sqrt",
+    "tirx.fabs": "abs",
+    "tirx.floor": "floor",
+    "tirx.ceil": "ceiling",
+    "tirx.trunc": "trunc",
+}
+
+#: ``T.call_pure_extern`` names of C's float math (TileLang's ``T.exp`` of fp32 lowers to one)
+#: -> the TIR intrinsic they mean.
+_EXTERN_MATH = {
+    "expf": "tirx.exp",
+    "exp2f": "tirx.exp2",
+    "logf": "tirx.log",
+    "log2f": "tirx.log2",
+    "sqrtf": "tirx.sqrt",
+    "fabsf": "tirx.fabs",
+    "floorf": "tirx.floor",
+    "ceilf": "tirx.ceil",
+    "truncf": "tirx.trunc",
+}
+
+#: Bitwise operations of two bools (conditions written with ``&``, ``|``, ``^``), and their C operators.
+_BOOL_OPS = {"tirx.bitwise_and": "&", "tirx.bitwise_or": "|", "tirx.bitwise_xor": "^"}
 
 #: Integer bit operations TIR's simplifier produces, and their C operators.
 _BIT_OPS = {

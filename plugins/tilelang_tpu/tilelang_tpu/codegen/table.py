@@ -90,6 +90,16 @@ CONSTRUCTS: tuple[Construct, ...] = (
     ),
     Construct("`T.serial` loops, `if`, scalar bindings", "C `for`, `if`, `int`/`float` locals", "codegen/walk"),
     Construct(
+        "scalar expressions (per-element code, loop bounds, scalar operands of tile ops): `T.if_then_else` (the guarded "
+        "load `T.if_then_else(bx * BM + i < M, A[bx * BM + i, j], 0)`), `T.Select`, nested float `T.min`/`T.max`, "
+        "`T.clamp`, `T.exp`/`exp2`/`log`/`log2`/`sqrt`/`abs`/`floor`/`ceil`/`trunc`, `&`/`|` of conditions",
+        "C `?:` (only the chosen branch is evaluated) whose branches are cast to their C type, values and never variables "
+        "(ppl-compile 1.30.2 fails to verify, or crashes on, a `?:` of two variables inside another); `T.clamp` as "
+        "`torch.clamp` (NaN in the value or a bound propagates, `lo > hi` gives `hi`); the `ppl::` scalar functions in "
+        "float, an fp16/bf16 result rounded once, as torch rounds it",
+        "codegen/scalar",
+    ),
+    Construct(
         "`T.infinity(dtype)`, `-T.infinity(dtype)` (fills, selects, stores, reduction identities)",
         "IEEE ±inf, spelled `(3.0e38f * 2.0f)` (PPL has no inf literal); fp16/bf16 tiles filled with it hold ±inf",
         "codegen/scalar",

@@ -45,7 +45,7 @@ from tilelang_tpu.codegen.emit.index_tiles import hoisted_difference, index_tile
 from tilelang_tpu.codegen.emit.integers import NARROW_DTYPES
 from tilelang_tpu.codegen.ir import as_float
 from tilelang_tpu.codegen.layout import FLOAT_DTYPES
-from tilelang_tpu.codegen.scalar import INFINITY, lowest_finite
+from tilelang_tpu.codegen.scalar import HALF_DTYPES, INFINITY, lowest_finite
 from tilelang_tpu.codegen.values import Operand
 
 __all__ = ["SELECT_DTYPES", "emit_mask", "emit_select"]
@@ -91,6 +91,12 @@ def emit_select(ctx: ParallelDomain, e: Any, dst: str | None) -> Operand | None:
             "select between fp32, fp16, bf16, int32, int16, uint16, int8 or uint8 values",
         )
     if_true, if_false = _value(ctx, a, dtype), _value(ctx, b, dtype)
+    if dtype in HALF_DTYPES and not (if_true.is_tile or if_false.is_tile):
+        # Two scalar values reach the compare-select as fp32 and the BM1690 emulator kills the
+        # process on an fp16/bf16 destination ("The dst and src2/src3 operands should be same
+        # type": device differential run, 24 of 12,041 programs).  One value as a tile of the
+        # result's dtype is accepted; the fill is exact (the scalar holds a value of that dtype).
+        if_true = _filled(ctx, if_true, dtype)
     if dst is not None and ctx.dst_tile.dtype == dtype and _plain(ctx, dst):
         _select(ctx, cond, if_true, if_false, dtype, dst)
         return None
