@@ -17,8 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tilecore._bridge.tvm_targets import resolve_tvm
-from tilecore.errors import TilecoreError
+from tilecore._bridge.tvm_targets import owned_target
 
 if TYPE_CHECKING:
     from tilecore._registry import Registry
@@ -42,10 +41,7 @@ class TierContext:
     def versions(self) -> dict[str, str]:
         import tilelang
 
-        try:
-            target = resolve_tvm(self._registry, self._tvm_target)
-        except TilecoreError:
-            target = None
+        target = owned_target(self._registry, self._tvm_target)
         backend = f"{target.distribution}=={target.version}" if target is not None else "tilelang"
         return {"tilelang": str(tilelang.__version__), "backend": backend}
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from tilecore._bridge.adapter import TilecoreAdapter
 from tilecore._bridge.convert import kernel_name, read_cached_text, tensor_params
 from tilecore._bridge.kernel_cache import evict_faulted_kernel
-from tilecore._bridge.tvm_targets import EXECUTION_BACKEND, resolve_tvm
+from tilecore._bridge.tvm_targets import EXECUTION_BACKEND, own_target
 from tilecore._launch import Launcher, output_indices
 from tilecore.errors import TilecoreError
 from tilecore.kernel import CompiledKernel
@@ -39,16 +39,9 @@ def make_adapter(
     return TilecoreAdapter(kernel, Launcher(kernel, adapter), params, host_source, on_fault=evict_faulted_kernel)
 
 
-def _owned(registry: Registry, jit_kernel: Any) -> ResolvedTarget:
-    target = resolve_tvm(registry, jit_kernel.target)
-    if target is None:  # the execution backend is tilecore's only for targets tilecore owns
-        raise TilecoreError(f"tilecore does not own target {jit_kernel.target}")
-    return target
-
-
 def adapter_from_artifact(registry: Registry, jit_kernel: Any, tilelang_func: Any, out_idx: Any, artifact: Any) -> TilecoreAdapter:
     """The adapter of a kernel tilelang has just compiled for a backend-owned target."""
-    target = _owned(registry, jit_kernel)
+    target = own_target(registry, jit_kernel.target)
     params = tensor_params(artifact.params, tilelang_func)
     kernel = CompiledKernel(
         name=kernel_name(tilelang_func),
@@ -72,7 +65,7 @@ def adapter_from_database(
     kernel_lib_path: str,
 ) -> TilecoreAdapter:
     """The adapter of a backend-owned kernel tilelang loads from its disk cache."""
-    resolved = _owned(registry, jit_kernel)
+    resolved = own_target(registry, jit_kernel.target)
     registry.setup(resolved)
     tparams = tensor_params(params, func_or_mod)
     library = kernel_lib_path if kernel_lib_path and os.path.getsize(kernel_lib_path) > 0 else None

@@ -15,21 +15,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tilecore._bridge.convert import tensor_params
-from tilecore._bridge.tvm_targets import REGISTRY_NAME, resolve_tvm
-from tilecore.errors import TilecoreError
+from tilecore._bridge.tvm_targets import REGISTRY_NAME, owned_target
 from tilecore.kit.timing import wall_clock_bench
 
 if TYPE_CHECKING:
     from tilecore._registry import Registry
     from tilecore.targets import ResolvedTarget
-
-
-def owned_target(registry: Registry, tvm_target: Any) -> ResolvedTarget | None:
-    """The tilecore target of a TVM target, or ``None`` (a target only tilelang knows)."""
-    try:
-        return resolve_tvm(registry, tvm_target)
-    except TilecoreError:
-        return None
 
 
 def supply_tensor(registry: Registry, target: ResolvedTarget, param: Any, supply: str) -> Any:

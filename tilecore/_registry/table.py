@@ -47,8 +47,8 @@ class BackendTable:
             for backend in discover():
                 blocked = self.policy.decide(backend.name, backend.distribution)
                 if blocked is not None:
-                    backend.state, backend.reason = State.BLOCKED, blocked
-                    backend.unblock = self.policy.unblock(backend.name, backend.distribution)
+                    backend.state = State.BLOCKED
+                    backend.reason, backend.unblock = blocked
                 self.entries.append(backend)
             self._discovered = True
 
