@@ -130,10 +130,7 @@ def profiler_class() -> type[Any]:
         ) -> float | list[float]:
             target, registry = self.tilecore_target, self.tilecore_registry
             bench_target = func if func is not None else self.adapter
-            if input_tensors is not None:
-                ins = input_tensors
-            else:
-                ins = self._get_inputs(dynamic_symbolic_constraints=dynamic_symbolic_constraints)
+            ins = self._get_inputs(dynamic_symbolic_constraints=dynamic_symbolic_constraints) if input_tensors is None else input_tensors
             call = functools.partial(bench_target, *ins)
             return bench(
                 registry,

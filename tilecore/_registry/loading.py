@@ -11,7 +11,7 @@ import os
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -47,9 +47,8 @@ def check_api_version(plugin: object, backend: Backend) -> str:
     return f"{major}.{minor}"
 
 
-def import_timeout(environ: Mapping[str, str] | None = None) -> float:
-    environ = os.environ if environ is None else environ
-    text = environ.get("TILECORE_IMPORT_TIMEOUT", "")
+def import_timeout() -> float:
+    text = os.environ.get("TILECORE_IMPORT_TIMEOUT", "")
     try:
         return float(text) if text else DEFAULT_IMPORT_TIMEOUT
     except ValueError:
@@ -185,7 +184,7 @@ class Loader:
         if backend.plugin is not None and self._pm.is_registered(backend.plugin):
             self._pm.unregister(backend.plugin)
         backend.plugin = None
-        self._table.forget(backend)
+        self._table.callers.clear()  # the hook callers that left it out (or in) are stale
 
     def _adopt(self, backend: Backend, plugin: object) -> None:
         """Validate and register ``plugin`` as ``backend``; all-or-nothing."""
@@ -217,7 +216,7 @@ class Loader:
         backend.role = role
         backend.targets = targets
         backend.state = State.LOADED
-        self._table.index_targets(backend)
+        self._table.callers.clear()
 
     def _declared_targets(self, backend: Backend, plugin: object, role: str) -> tuple[TargetSpec, ...]:
         hook = "tilecore_declare_targets"

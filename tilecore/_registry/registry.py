@@ -36,7 +36,7 @@ class Registry(Resolver, Dispatcher):
 
     Loading (:class:`~tilecore._registry.loading.Loader`): :meth:`load_all`, :meth:`register`,
     :meth:`add_load_check`; resolution (:class:`~tilecore._registry.resolution.Resolver`):
-    :meth:`resolve`, :meth:`owns`, :meth:`select_auto`, :meth:`upstream_extra`,
+    :meth:`resolve`, :meth:`select_auto`, :meth:`upstream_extra`,
     :meth:`find_upstream`; hooks (:class:`~tilecore._registry.dispatch.Dispatcher`):
     :meth:`call`, :meth:`setup`, :meth:`doctor_target`.
     """

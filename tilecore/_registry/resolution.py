@@ -64,19 +64,14 @@ class Resolver(Loader):
                 return hits
         if kind in self._table.builtin_kinds():
             return []
-        indexed = self._table.index.get(kind)
-        if indexed:
-            return indexed
+        declared = self._table.declaring(kind)
+        if declared:
+            return declared
         deadline = import_timeout()
         for backend in self._table.backends():
             if not backend.complete and backend.state is State.DISCOVERED:
                 self._load(backend, timeout=deadline)
-        return self._table.index.get(kind) or []
-
-    def owns(self, target: object) -> bool:
-        """Whether a string/dict target names a tilecore-declared target (may import backends)."""
-        kind = target_kind(target)
-        return kind is not None and bool(self._lookup(kind))
+        return self._table.declaring(kind)
 
     def resolve(self, target: str | Mapping[str, Any] | ResolvedTarget) -> ResolvedTarget | None:
         """Resolve user input to a declared target.
