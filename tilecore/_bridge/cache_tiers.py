@@ -66,8 +66,6 @@ class CacheTier(Protocol):
 
 
 _tiers: list[CacheTier] = []
-
-
 _tiers_lock = threading.Lock()
 
 
@@ -84,14 +82,10 @@ def remove_tier(tier: CacheTier) -> None:
             _tiers.remove(tier)
 
 
-def tiers() -> tuple[CacheTier, ...]:
-    return tuple(_tiers)
-
-
 def fetch_from_tiers(registry: Registry, cache: Any, tvm_target: Any, key: str, cache_path: str) -> bool:
     """Ask each tier, in order, to install the entry of ``key`` at ``cache_path``; ``True`` once one did."""
     context = TierContext(registry, cache, tvm_target)
-    for tier in tiers():
+    for tier in tuple(_tiers):
         try:
             if tier.fetch(key, cache_path, context):
                 return True
@@ -103,7 +97,7 @@ def fetch_from_tiers(registry: Registry, cache: Any, tvm_target: Any, key: str, 
 def publish_to_tiers(registry: Registry, cache: Any, tvm_target: Any, key: str, cache_path: str) -> None:
     """Offer the new local entry of ``key`` to every tier."""
     context = TierContext(registry, cache, tvm_target)
-    for tier in tiers():
+    for tier in tuple(_tiers):
         try:
             tier.publish(key, cache_path, context)
         except Exception as err:
