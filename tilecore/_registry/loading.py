@@ -175,15 +175,12 @@ class Loader:
                 self._fail(backend, err)
 
     def _fail(self, backend: Backend, err: BaseException) -> None:
+        """Record ``err`` on ``backend`` and unregister its plugin and targets."""
         backend.state, backend.error = State.FAILED, err
-        self._drop(backend)
-        backend.targets = ()
-
-    def _drop(self, backend: Backend) -> None:
-        """Unregister ``backend``'s plugin and its targets."""
         if backend.plugin is not None and self._pm.is_registered(backend.plugin):
             self._pm.unregister(backend.plugin)
         backend.plugin = None
+        backend.targets = ()
         self._table.callers.clear()  # the hook callers that left it out (or in) are stale
 
     def _adopt(self, backend: Backend, plugin: object) -> None:
