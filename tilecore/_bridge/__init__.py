@@ -31,15 +31,12 @@ from tilecore._bridge.cache_tiers import add_tier
 from tilecore._bridge.gate import BridgeError, check_loading_backend, problems, retired_seams
 from tilecore._bridge.kernel_cache import local_cache_dir
 from tilecore._bridge.patches import install, installed, uninstall
-from tilecore._bridge.tuner import TuneJob, TuneRunner
 from tilecore._bridge.tuner import add_runner as add_tune_runner
 from tilecore._bridge.tuner import remove_runner as remove_tune_runner
 from tilecore._bridge.tvm_targets import resolve_tvm, tvm_config
 
 __all__ = [
     "BridgeError",
-    "TuneJob",
-    "TuneRunner",
     "add_tier",
     "add_tune_runner",
     "check_loading_backend",

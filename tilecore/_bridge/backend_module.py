@@ -14,14 +14,13 @@ from typing import TYPE_CHECKING, Any
 from tilecore._bridge import gate
 from tilecore._bridge.jit_kernel import adapter_factory
 from tilecore._bridge.kernel_cache import kernel_cache
-from tilecore._bridge.tvm_targets import EXECUTION_BACKEND, TVM_KEY, resolve_tvm
+from tilecore._bridge.tvm_targets import EXECUTION_BACKEND, TVM_KEY, own_target
 from tilecore.errors import TilecoreError
 
 if TYPE_CHECKING:
     from tvm.target import Target
 
     from tilecore._registry import Registry
-    from tilecore.targets import ResolvedTarget
 
 #: TVM global that wraps source text into a ``runtime.Module`` (``inspect_source()`` gives it back).
 SOURCE_MODULE_GLOBAL = "runtime.SourceModuleCreate"
@@ -39,14 +38,8 @@ def build(registry: Registry) -> Any:
     from tilelang.backend import BackendModule, DeviceCodegen, ExecutionBackendSpec, PassPipeline
     from tilelang.backend.host_codegen import STANDARD_HOST_CODEGENS
 
-    def owned(tvm_target: Target) -> ResolvedTarget:
-        resolved = resolve_tvm(registry, tvm_target)
-        if resolved is None:
-            raise TilecoreError(f"tilecore does not own target {tvm_target}")
-        return resolved
-
     def lower(mod: Any, tvm_target: Target) -> Any:
-        target = owned(tvm_target)
+        target = own_target(registry, tvm_target)
         registry.setup(target)
         lowered = registry.call(target, "tilecore_lower", mod=mod, tvm_target=tvm_target)
         if lowered is None:
@@ -58,7 +51,7 @@ def build(registry: Registry) -> Any:
         return lowered
 
     def codegen(mod: Any, tvm_target: Target) -> Any:
-        target = owned(tvm_target)
+        target = own_target(registry, tvm_target)
         source = registry.call(target, "tilecore_codegen", device_mod=mod, tvm_target=tvm_target)
         if not isinstance(source, str):
             raise TilecoreError(

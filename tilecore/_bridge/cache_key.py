@@ -13,8 +13,7 @@ import hashlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tilecore._bridge.tvm_targets import resolve_tvm
-from tilecore.errors import TilecoreError
+from tilecore._bridge.tvm_targets import owned_target
 
 if TYPE_CHECKING:
     from tilecore._registry import Registry
@@ -24,10 +23,7 @@ def cache_salt(registry: Registry, tvm_target: Any) -> str | None:
     """Backend identity mixed into tilelang's cache key: distribution, version and toolchain fingerprint."""
     if tvm_target is None or isinstance(tvm_target, str):
         return None
-    try:
-        target = resolve_tvm(registry, tvm_target)
-    except TilecoreError:
-        return None
+    target = owned_target(registry, tvm_target)
     if target is None:
         return None
     toolchain = registry.setup(target)

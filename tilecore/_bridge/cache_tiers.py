@@ -17,8 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tilecore._bridge.tvm_targets import resolve_tvm
-from tilecore.errors import TilecoreError
+from tilecore._bridge.tvm_targets import owned_target
 
 if TYPE_CHECKING:
     from tilecore._registry import Registry
@@ -42,10 +41,7 @@ class TierContext:
     def versions(self) -> dict[str, str]:
         import tilelang
 
-        try:
-            target = resolve_tvm(self._registry, self._tvm_target)
-        except TilecoreError:
-            target = None
+        target = owned_target(self._registry, self._tvm_target)
         backend = f"{target.distribution}=={target.version}" if target is not None else "tilelang"
         return {"tilelang": str(tilelang.__version__), "backend": backend}
 
@@ -70,8 +66,6 @@ class CacheTier(Protocol):
 
 
 _tiers: list[CacheTier] = []
-
-
 _tiers_lock = threading.Lock()
 
 
@@ -88,14 +82,10 @@ def remove_tier(tier: CacheTier) -> None:
             _tiers.remove(tier)
 
 
-def tiers() -> tuple[CacheTier, ...]:
-    return tuple(_tiers)
-
-
 def fetch_from_tiers(registry: Registry, cache: Any, tvm_target: Any, key: str, cache_path: str) -> bool:
     """Ask each tier, in order, to install the entry of ``key`` at ``cache_path``; ``True`` once one did."""
     context = TierContext(registry, cache, tvm_target)
-    for tier in tiers():
+    for tier in tuple(_tiers):
         try:
             if tier.fetch(key, cache_path, context):
                 return True
@@ -107,7 +97,7 @@ def fetch_from_tiers(registry: Registry, cache: Any, tvm_target: Any, key: str, 
 def publish_to_tiers(registry: Registry, cache: Any, tvm_target: Any, key: str, cache_path: str) -> None:
     """Offer the new local entry of ``key`` to every tier."""
     context = TierContext(registry, cache, tvm_target)
-    for tier in tiers():
+    for tier in tuple(_tiers):
         try:
             tier.publish(key, cache_path, context)
         except Exception as err:

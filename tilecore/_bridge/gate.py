@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from tilecore._bridge.seams import SEAMS, Seam
 from tilecore._registry import compat, messages
-from tilecore._version import TILELANG_REQUIREMENT, tilelang_version_supported
+from tilecore._version import TILELANG_REQUIREMENT, __version__, tilelang_version_supported
 from tilecore.errors import TilecoreError
 
 if TYPE_CHECKING:
@@ -49,17 +49,11 @@ def check_version(version: str) -> bool:
         return False
     if compat.check_mode() == "strict":
         raise BridgeError(
-            f"tilecore {_tilecore_version()} is tested with tilelang {TILELANG_REQUIREMENT}; found tilelang {version}.",
+            f"tilecore {__version__} is tested with tilelang {TILELANG_REQUIREMENT}; found tilelang {version}.",
             fix=f"install a tested tilelang (pip install 'tilelang{TILELANG_REQUIREMENT}') or a tilecore release made for {version}; "
             f"to try this one, set {compat.CHECK_VARIABLE}=seams (every seam is still checked)",
         )
     return True
-
-
-def _tilecore_version() -> str:
-    from tilecore._version import __version__
-
-    return __version__
 
 
 def retired(seam: Seam) -> bool:
@@ -149,12 +143,12 @@ def check() -> None:
         found = problems()
         if found:
             raise BridgeError(
-                f"tilelang {version} does not have the internals tilecore {_tilecore_version()} relies on: " + "; ".join(found) + ".",
+                f"tilelang {version} does not have the internals tilecore {__version__} relies on: " + "; ".join(found) + ".",
                 fix=f"install a tested tilelang (pip install 'tilelang{TILELANG_REQUIREMENT}')",
             )
         if untested:
             compat.warn_once(
-                f"tilelang {version} is outside the range tilecore {_tilecore_version()} was tested with ({TILELANG_REQUIREMENT}); "
+                f"tilelang {version} is outside the range tilecore {__version__} was tested with ({TILELANG_REQUIREMENT}); "
                 f"running because {compat.CHECK_VARIABLE}={compat.check_mode()} and every seam of the bridge checks out."
             )
         _checked = True

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from tilecore._bridge.adapter import TilecoreAdapter
 from tilecore._bridge.convert import kernel_name, read_cached_text, tensor_params
 from tilecore._bridge.kernel_cache import evict_faulted_kernel
-from tilecore._bridge.tvm_targets import EXECUTION_BACKEND, resolve_tvm
+from tilecore._bridge.tvm_targets import EXECUTION_BACKEND, own_target
 from tilecore._launch import Launcher, output_indices
 from tilecore.errors import TilecoreError
 from tilecore.kernel import CompiledKernel
@@ -39,16 +39,9 @@ def make_adapter(
     return TilecoreAdapter(kernel, Launcher(kernel, adapter), params, host_source, on_fault=evict_faulted_kernel)
 
 
-def _owned(registry: Registry, jit_kernel: Any) -> ResolvedTarget:
-    target = resolve_tvm(registry, jit_kernel.target)
-    if target is None:  # the execution backend is tilecore's only for targets tilecore owns
-        raise TilecoreError(f"tilecore does not own target {jit_kernel.target}")
-    return target
-
-
 def adapter_from_artifact(registry: Registry, jit_kernel: Any, tilelang_func: Any, out_idx: Any, artifact: Any) -> TilecoreAdapter:
     """The adapter of a kernel tilelang has just compiled for a backend-owned target."""
-    target = _owned(registry, jit_kernel)
+    target = own_target(registry, jit_kernel.target)
     params = tensor_params(artifact.params, tilelang_func)
     kernel = CompiledKernel(
         name=kernel_name(tilelang_func),
@@ -72,7 +65,7 @@ def adapter_from_database(
     kernel_lib_path: str,
 ) -> TilecoreAdapter:
     """The adapter of a backend-owned kernel tilelang loads from its disk cache."""
-    resolved = _owned(registry, jit_kernel)
+    resolved = own_target(registry, jit_kernel.target)
     registry.setup(resolved)
     tparams = tensor_params(params, func_or_mod)
     library = kernel_lib_path if kernel_lib_path and os.path.getsize(kernel_lib_path) > 0 else None
@@ -114,48 +107,36 @@ def adapter_factory(registry: Registry) -> Callable[..., TilecoreAdapter]:
     return factory
 
 
-def wrap_create_adapter_from_artifact(registry: Registry, original: Callable[..., Any]) -> Callable[..., Any]:
-    signature = inspect.signature(original)
+def for_tilecore_kernels(instead: Callable[[Registry, Any, dict[str, Any]], Any]) -> Callable[..., Callable[..., Any]]:
+    """A ``JITKernel`` seam's wrapper factory: the original method for every kernel but a
+    ``tilecore`` one, which gets ``instead(registry, kernel, arguments)`` (the call's arguments
+    by name, defaults applied)."""
 
-    @functools.wraps(original)
-    def create_adapter_from_artifact(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if self.execution_backend != EXECUTION_BACKEND:
-            return original(self, *args, **kwargs)
-        given = signature.bind(self, *args, **kwargs).arguments
-        return adapter_from_artifact(registry, self, given["tilelang_func"], given["out_idx"], given["artifact"])
+    def wrap(registry: Registry, original: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(original)
 
-    return create_adapter_from_artifact
+        @functools.wraps(original)
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if self.execution_backend != EXECUTION_BACKEND:
+                return original(self, *args, **kwargs)
+            bound = signature.bind(self, *args, **kwargs)
+            bound.apply_defaults()
+            return instead(registry, self, bound.arguments)
 
+        return method
 
-def wrap_create_adapter_from_database(registry: Registry, original: Callable[..., Any]) -> Callable[..., Any]:
-    signature = inspect.signature(original)
-    names = ("params", "result_idx", "func_or_mod", "host_kernel_source", "device_kernel_source", "kernel_lib_path")
-
-    @functools.wraps(original)
-    def create_adapter_from_database(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if self.execution_backend != EXECUTION_BACKEND:
-            return original(self, *args, **kwargs)
-        given = signature.bind(self, *args, **kwargs).arguments
-        return adapter_from_database(registry, self, *(given[name] for name in names))
-
-    return create_adapter_from_database
+    return wrap
 
 
-def wrap_get_kernel_source(registry: Registry, original: Callable[..., str]) -> Callable[..., str]:
-    @functools.wraps(original)
-    def get_kernel_source(self: Any, kernel_only: bool = True) -> str:
-        if self.execution_backend == EXECUTION_BACKEND:
-            return str(self.adapter.get_kernel_source(kernel_only=kernel_only))
-        return original(self, kernel_only)
+_FROM_DATABASE = ("params", "result_idx", "func_or_mod", "host_kernel_source", "device_kernel_source", "kernel_lib_path")
 
-    return get_kernel_source
-
-
-def wrap_get_host_source(registry: Registry, original: Callable[..., str]) -> Callable[..., str]:
-    @functools.wraps(original)
-    def get_host_source(self: Any) -> str:
-        if self.execution_backend == EXECUTION_BACKEND:
-            return str(self.adapter.get_host_source())
-        return original(self)
-
-    return get_host_source
+wrap_create_adapter_from_artifact = for_tilecore_kernels(
+    lambda registry, kernel, given: adapter_from_artifact(registry, kernel, given["tilelang_func"], given["out_idx"], given["artifact"])
+)
+wrap_create_adapter_from_database = for_tilecore_kernels(
+    lambda registry, kernel, given: adapter_from_database(registry, kernel, *(given[name] for name in _FROM_DATABASE))
+)
+wrap_get_kernel_source = for_tilecore_kernels(
+    lambda _, kernel, given: str(kernel.adapter.get_kernel_source(kernel_only=given["kernel_only"]))
+)
+wrap_get_host_source = for_tilecore_kernels(lambda _, kernel, given: str(kernel.adapter.get_host_source()))

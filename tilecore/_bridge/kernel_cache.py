@@ -35,12 +35,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("tilecore")
 
 
+#: The ``KernelCache`` :func:`kernel_cache` made last (for evicting a faulted kernel).
 _own_caches: list[Any] = []
-
-
-def own_kernel_caches() -> tuple[Any, ...]:
-    """The ``KernelCache`` instances :func:`kernel_cache` made (for evicting a faulted kernel)."""
-    return tuple(_own_caches)
 
 
 def kernel_cache(registry: Registry, _original: object = None) -> Any:
@@ -120,7 +116,7 @@ def evict_faulted_kernel(adapter: TilecoreAdapter) -> None:
         shutil.rmtree(adapter.tilelang_cache_path, ignore_errors=True)
     # tilelang's caches by execution-backend name, and tilecore's own when tilelang takes it from
     # ExecutionBackendSpec(kernel_cache=...) instead (docs/upstream/adapter-factory.md).
-    for cache in {id(c): c for c in [*_dispatch_map.values(), *own_kernel_caches()]}.values():
+    for cache in {id(c): c for c in [*_dispatch_map.values(), *_own_caches]}.values():
         with cache._lock:
             for key, kernel in list(cache._memory_cache.items()):
                 if getattr(kernel, "adapter", None) is adapter:

@@ -26,26 +26,21 @@ _installed: Registry | None = None
 _undo: list[Callable[[], None]] = []
 
 
-def wrapper_of(seam: Seam) -> Callable[..., Any]:
-    """The wrapper factory a seam names (``"module:function"`` in :mod:`tilecore._bridge`)."""
-    assert seam.wrapper is not None
-    module, _, name = seam.wrapper.partition(":")
+def wrapper_of(seam: Seam, public: bool = False) -> Callable[..., Any]:
+    """The wrapper factory a seam names (``"module:function"`` in :mod:`tilecore._bridge`), or its public one."""
+    path = seam.public_wrapper if public else seam.wrapper
+    assert path is not None
+    module, _, name = path.partition(":")
     factory: Callable[..., Any] = getattr(importlib.import_module(f"tilecore._bridge.{module}"), name)
     return factory
 
 
-def _apply_public(seam: Seam, registry: Registry) -> Callable[[], None]:
-    """A retired row: register through tilelang's public API, or nothing at all."""
-    if seam.public_wrapper is None:
-        return lambda: None
-    module, _, name = seam.public_wrapper.partition(":")
-    undo: Callable[[], None] = getattr(importlib.import_module(f"tilecore._bridge.{module}"), name)(registry)
-    return undo
-
-
 def _apply(seam: Seam, registry: Registry) -> Callable[[], None]:
-    if gate.retired(seam):
-        return _apply_public(seam, registry)
+    if gate.retired(seam):  # register through tilelang's public API, or nothing at all
+        if seam.public_wrapper is None:
+            return lambda: None
+        undo: Callable[[], None] = wrapper_of(seam, public=True)(registry)
+        return undo
     owner = gate.resolve(seam.owner)
     factory = wrapper_of(seam)
     if seam.kind == "attribute":

@@ -15,21 +15,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tilecore._bridge.convert import tensor_params
-from tilecore._bridge.tvm_targets import REGISTRY_NAME, resolve_tvm
-from tilecore.errors import TilecoreError
+from tilecore._bridge.tvm_targets import REGISTRY_NAME, owned_target
 from tilecore.kit.timing import wall_clock_bench
 
 if TYPE_CHECKING:
     from tilecore._registry import Registry
     from tilecore.targets import ResolvedTarget
-
-
-def owned_target(registry: Registry, tvm_target: Any) -> ResolvedTarget | None:
-    """The tilecore target of a TVM target, or ``None`` (a target only tilelang knows)."""
-    try:
-        return resolve_tvm(registry, tvm_target)
-    except TilecoreError:
-        return None
 
 
 def supply_tensor(registry: Registry, target: ResolvedTarget, param: Any, supply: str) -> Any:
@@ -139,10 +130,7 @@ def profiler_class() -> type[Any]:
         ) -> float | list[float]:
             target, registry = self.tilecore_target, self.tilecore_registry
             bench_target = func if func is not None else self.adapter
-            if input_tensors is not None:
-                ins = input_tensors
-            else:
-                ins = self._get_inputs(dynamic_symbolic_constraints=dynamic_symbolic_constraints)
+            ins = self._get_inputs(dynamic_symbolic_constraints=dynamic_symbolic_constraints) if input_tensors is None else input_tensors
             call = functools.partial(bench_target, *ins)
             return bench(
                 registry,

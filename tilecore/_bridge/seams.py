@@ -20,6 +20,16 @@ from typing import Literal
 
 SeamKind = Literal["attribute", "item", "register", "global"]
 
+#: The public API each note of docs/upstream/ adds, which retires that note's rows (``Seam.retired_by``).
+RETIRED_BY = {
+    "adapter-factory.md": "tilelang.backend:ExecutionBackendSpec.adapter_factory",
+    "source-getters.md": "tilelang.jit.kernel:ADAPTER_SOURCE_GETTERS",
+    "cache-key-salt.md": "tilelang.cache.kernel_cache:register_cache_key_salt",
+    "cache-tiers.md": "tilelang.cache.kernel_cache:register_cache_tier",
+    "profiler-hooks.md": "tilelang.profiler:register_profiler_hooks",
+    "autotune-runners.md": "tilelang.autotuner.tuner:register_autotune_runner",
+}
+
 
 @dataclass(frozen=True, slots=True)
 class Seam:
@@ -40,7 +50,8 @@ class Seam:
     ``params``: parameter names the wrapper or the caller relies on.
 
     ``retired_by``: the public tilelang API (``"module:name"``) that replaces the
-    row once tilelang has it (see ``proposal``).  When the gate finds it, the
+    row once tilelang has it; unless given, a ``register`` row's ``unregister_...``
+    function, else the API its ``proposal`` adds (:data:`RETIRED_BY`).  When the gate finds it, the
     private name is neither checked nor patched; ``public_wrapper``
     (``"module:function"``, called with the registry, returning an undo
     function) registers through the public API instead, if anything must be
@@ -59,6 +70,11 @@ class Seam:
     retired_by: str = ""
     public_wrapper: str | None = None
 
+    def __post_init__(self) -> None:
+        if not self.retired_by:  # derived: a registration's unregister function, else its proposal's API
+            retired_by = f"{self.owner}:un{self.attribute}" if self.kind == "register" else RETIRED_BY.get(self.proposal, "")
+            object.__setattr__(self, "retired_by", retired_by)
+
     @property
     def name(self) -> str:
         if self.kind == "global":
@@ -76,10 +92,6 @@ _JIT = "tilelang.jit.kernel:JITKernel"
 _CACHE = "tilelang.cache.kernel_cache:KernelCache"
 _PROFILER = "tilelang.profiler:Profiler"
 _TUNER = "tilelang.autotuner.tuner:AutoTuner"
-# The public APIs of docs/upstream/*.patch that retire rows (see Seam.retired_by).
-_ADAPTER_FACTORY = "tilelang.backend:ExecutionBackendSpec.adapter_factory"
-_CACHE_TIERS = "tilelang.cache.kernel_cache:register_cache_tier"
-_PROFILER_HOOKS = "tilelang.profiler:register_profiler_hooks"
 
 SEAMS: tuple[Seam, ...] = (
     # -- public registries ---------------------------------------------------------------
@@ -91,7 +103,6 @@ SEAMS: tuple[Seam, ...] = (
         kind="register",
         tables=("tilelang.backend.target:_TARGET_NORMALIZERS",),
         proposal="entry-points.md",
-        retired_by="tilelang.backend:unregister_target_normalizer",
         public_wrapper="tvm_targets:register_normalizer_public",
     ),
     Seam(
@@ -102,7 +113,6 @@ SEAMS: tuple[Seam, ...] = (
         kind="register",
         tables=("tilelang.backend.target:_TARGET_DETECTORS",),
         proposal="entry-points.md",
-        retired_by="tilelang.backend:unregister_target_detector",
         public_wrapper="tvm_targets:register_detector_public",
     ),
     Seam(
@@ -113,7 +123,6 @@ SEAMS: tuple[Seam, ...] = (
         kind="register",
         tables=("tilelang.backend.module:_BACKENDS", "tilelang.backend.module:_TARGET_KIND_INDEX"),
         proposal="entry-points.md",
-        retired_by="tilelang.backend:unregister_backend",
         public_wrapper="backend_module:register_public",
     ),
     Seam("tilelang.backend", "BackendModule", "the backend manifest tilecore registers"),
@@ -130,7 +139,6 @@ SEAMS: tuple[Seam, ...] = (
         wrapper="kernel_cache:kernel_cache",
         kind="item",
         proposal="adapter-factory.md",
-        retired_by=_ADAPTER_FACTORY,
     ),
     Seam(
         _JIT,
@@ -139,7 +147,6 @@ SEAMS: tuple[Seam, ...] = (
         wrapper="jit_kernel:wrap_create_adapter_from_artifact",
         params=("tilelang_func", "out_idx", "artifact", "pass_configs", "compile_metadata"),
         proposal="adapter-factory.md",
-        retired_by=_ADAPTER_FACTORY,
     ),
     Seam(
         _JIT,
@@ -148,7 +155,6 @@ SEAMS: tuple[Seam, ...] = (
         wrapper="jit_kernel:wrap_create_adapter_from_database",
         params=("params", "result_idx", "target", "func_or_mod", "host_kernel_source", "device_kernel_source", "kernel_lib_path"),
         proposal="adapter-factory.md",
-        retired_by=_ADAPTER_FACTORY,
     ),
     Seam(
         _JIT,
@@ -157,16 +163,8 @@ SEAMS: tuple[Seam, ...] = (
         wrapper="jit_kernel:wrap_get_kernel_source",
         params=("kernel_only",),
         proposal="source-getters.md",
-        retired_by="tilelang.jit.kernel:ADAPTER_SOURCE_GETTERS",
     ),
-    Seam(
-        _JIT,
-        "get_host_source",
-        "allow-list of adapter names",
-        wrapper="jit_kernel:wrap_get_host_source",
-        proposal="source-getters.md",
-        retired_by="tilelang.jit.kernel:ADAPTER_SOURCE_GETTERS",
-    ),
+    Seam(_JIT, "get_host_source", "allow-list of adapter names", wrapper="jit_kernel:wrap_get_host_source", proposal="source-getters.md"),
     # -- disk cache ------------------------------------------------------------------------
     Seam(
         _CACHE,
@@ -174,7 +172,6 @@ SEAMS: tuple[Seam, ...] = (
         "the key has no field for the backend's identity and toolchain",
         wrapper="cache_key:wrap_generate_key",
         proposal="cache-key-salt.md",
-        retired_by="tilelang.cache.kernel_cache:register_cache_key_salt",
         public_wrapper="cache_key:register_salt",
     ),
     Seam(
@@ -184,7 +181,6 @@ SEAMS: tuple[Seam, ...] = (
         wrapper="cache_tiers:wrap_load_kernel_from_disk",
         params=("key",),
         proposal="cache-tiers.md",
-        retired_by=_CACHE_TIERS,
         public_wrapper="cache_tiers:register_tiers",
     ),
     Seam(
@@ -194,7 +190,6 @@ SEAMS: tuple[Seam, ...] = (
         wrapper="cache_tiers:wrap_save_kernel_to_disk",
         params=("key", "kernel"),
         proposal="cache-tiers.md",
-        retired_by=_CACHE_TIERS,
     ),
     Seam(_CACHE, "_get_cache_path", "directory of a key's entry (for cache tiers)", params=("key",)),
     Seam(_CACHE, "_get_staging_root", "where cache tiers stage an entry before renaming it into place"),
@@ -221,43 +216,24 @@ SEAMS: tuple[Seam, ...] = (
         wrapper="profiler:wrap_get_profiler",
         params=("tensor_supply_type",),
         proposal="profiler-hooks.md",
-        retired_by=_PROFILER_HOOKS,
         public_wrapper="profiler:register_hooks",
     ),
-    Seam(
-        _PROFILER, "__post_init__", "overridden: tensor supply from the backend", proposal="profiler-hooks.md", retired_by=_PROFILER_HOOKS
-    ),
-    Seam(
-        _PROFILER,
-        "_legalize_result_idx",
-        "called by the overriding __post_init__",
-        params=("result_idx",),
-        proposal="profiler-hooks.md",
-        retired_by=_PROFILER_HOOKS,
-    ),
+    Seam(_PROFILER, "__post_init__", "overridden: tensor supply from the backend", proposal="profiler-hooks.md"),
+    Seam(_PROFILER, "_legalize_result_idx", "called by the overriding __post_init__", params=("result_idx",), proposal="profiler-hooks.md"),
     Seam(
         _PROFILER,
         "_get_inputs",
         "inputs for assert_allclose and do_bench",
         params=("dynamic_symbolic_constraints",),
         proposal="profiler-hooks.md",
-        retired_by=_PROFILER_HOOKS,
     ),
-    Seam(
-        _PROFILER,
-        "with_default_adapter",
-        "binds the kernel's adapter",
-        params=("adapter",),
-        proposal="profiler-hooks.md",
-        retired_by=_PROFILER_HOOKS,
-    ),
+    Seam(_PROFILER, "with_default_adapter", "binds the kernel's adapter", params=("adapter",), proposal="profiler-hooks.md"),
     Seam(
         _PROFILER,
         "assert_allclose",
         "overridden: no calls into upstream's device synchronisation",
         params=("reference_program", "input_tensors", "atol", "rtol"),
         proposal="profiler-hooks.md",
-        retired_by=_PROFILER_HOOKS,
     ),
     Seam(
         _PROFILER,
@@ -265,7 +241,6 @@ SEAMS: tuple[Seam, ...] = (
         "overridden: the backend's timer",
         params=("func", "warmup", "rep", "n_warmup", "n_repeat", "input_tensors", "backend", "quantiles", "return_mode"),
         proposal="profiler-hooks.md",
-        retired_by=_PROFILER_HOOKS,
     ),
     Seam("tilelang.profiler", "TensorSupplyType", "supply kinds of get_profiler"),
     Seam(
@@ -274,7 +249,6 @@ SEAMS: tuple[Seam, ...] = (
         "the comparison assert_allclose uses",
         params=("rtol", "atol", "max_mismatched_ratio", "base_name", "ref_name"),
         proposal="profiler-hooks.md",
-        retired_by=_PROFILER_HOOKS,
     ),
     # -- call forms (every target) -----------------------------------------------------------
     Seam(
@@ -302,7 +276,6 @@ SEAMS: tuple[Seam, ...] = (
         wrapper="tuner:wrap_run",
         params=("warmup", "rep", "timeout", "use_pipeline", "enable_grouped_compile", "benchmark_multi_gpu"),
         proposal="autotune-runners.md",
-        retired_by="tilelang.autotuner.tuner:register_autotune_runner",
         public_wrapper="tuner:register_public",
     ),
     Seam(_TUNER, "_ensure_jit_functions", "the elaborate function of a sweep (decorator mode sets it)"),

@@ -60,10 +60,6 @@ def remove_runner(runner: TuneRunner) -> None:
             _runners.remove(runner)
 
 
-def runners() -> tuple[TuneRunner, ...]:
-    return tuple(_runners)
-
-
 @dataclass(frozen=True)
 class Candidate:
     """One config of a sweep as data: ``program`` = pickled ``(PrimFunc, CompileArgs)``."""
@@ -256,7 +252,7 @@ def wrap_run(registry: Registry, original: Callable[..., Any]) -> Callable[..., 
 
 def offer(job: TuneJob) -> Any:
     """The first registered runner's result for ``job``, else tilelang's own sweep."""
-    for runner in runners():
+    for runner in tuple(_runners):  # a snapshot: a runner may add or remove runners
         result = runner.run(job)
         if result is not None:
             return result
@@ -275,13 +271,6 @@ def register_public(registry: Registry) -> Callable[[], None]:
 
 
 # -- the worker side ----------------------------------------------------------------------------
-def _load(program: bytes) -> tuple[Any, Any]:
-    import tilelang  # noqa: F401 - puts tilelang's vendored tvm on the path before unpickling
-
-    prim_func, compile_args = pickle.loads(program)
-    return prim_func, compile_args
-
-
 def toolchain_error(err: BaseException) -> ToolchainError | None:
     """The :class:`ToolchainError` behind ``err`` (tilelang may wrap it), or ``None``."""
     seen: set[int] = set()
@@ -296,7 +285,9 @@ def toolchain_error(err: BaseException) -> ToolchainError | None:
 
 def compile_candidate(program: bytes) -> Any:
     """Compile a candidate through ``tilelang.compile`` (its cache tiers publish the entry)."""
-    prim_func, compile_args = _load(program)
+    import tilelang  # noqa: F401 - puts tilelang's vendored tvm on the path before unpickling
+
+    prim_func, compile_args = pickle.loads(program)
     return compile_args.compile_program(prim_func)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from tilecore.errors import TargetOptionError
+from tilecore.errors import TargetOptionError, TilecoreError
 
 if TYPE_CHECKING:
     from tvm.target import Target
@@ -71,6 +71,22 @@ def resolve_tvm(registry: Registry, tvm_target: Target) -> ResolvedTarget | None
     if spec.upstream is not None and spec.upstream.options_from_attrs is not None:
         raw.update(spec.upstream.options_from_attrs(tvm_target.attrs))
     return registry.resolve({"kind": spec.name, **raw})
+
+
+def owned_target(registry: Registry, tvm_target: Any) -> ResolvedTarget | None:
+    """The tilecore target of a TVM target, or ``None`` (a target only tilelang knows, or one that does not resolve)."""
+    try:
+        return resolve_tvm(registry, tvm_target)
+    except TilecoreError:
+        return None
+
+
+def own_target(registry: Registry, tvm_target: Any) -> ResolvedTarget:
+    """The tilecore target of a TVM target the ``tilecore`` backend module was handed (it must be one)."""
+    resolved = resolve_tvm(registry, tvm_target)
+    if resolved is None:
+        raise TilecoreError(f"tilecore does not own target {tvm_target}")
+    return resolved
 
 
 def normalizer(registry: Registry) -> Callable[[object], Target | None]:

@@ -67,28 +67,20 @@ class PluginPolicy:
                 allowed.add(item)
         return cls(autoload=autoload, allowed=frozenset(allowed), blocked=frozenset(blocked))
 
-    def decide(self, name: str, distribution: str) -> str | None:
-        """``None`` if backend ``name`` of ``distribution`` may load, else the reason it may not
-        (``no:`` and the allow-list take a backend's name or its distribution's)."""
+    def decide(self, name: str, distribution: str) -> tuple[str, str] | None:
+        """``None`` if backend ``name`` of ``distribution`` may load, else the reason it may not and
+        the one setting to change (``no:`` and the allow-list take a backend's name or its distribution's)."""
         for word in (name, distribution):
             if word in self.blocked:
-                return f"blocked by TILECORE_PLUGINS=no:{word}"
-        if self.allowed:
-            if name in self.allowed or distribution in self.allowed:
-                return None
-            return f"not in the TILECORE_PLUGINS allow-list ({', '.join(sorted(self.allowed))})"
-        if not self.autoload:
-            return f"autoload disabled by TILECORE_DISABLE_PLUGIN_AUTOLOAD (name it in TILECORE_PLUGINS={name} to load it)"
+                return f"blocked by TILECORE_PLUGINS=no:{word}", f"remove no:{word} from TILECORE_PLUGINS"
+        allowed = ",".join(sorted(self.allowed))
+        if self.allowed and not {name, distribution} & self.allowed:
+            reason = f"not in the TILECORE_PLUGINS allow-list ({', '.join(sorted(self.allowed))})"
+            return reason, f"add {name} to TILECORE_PLUGINS={allowed}, or unset TILECORE_PLUGINS"
+        if not self.allowed and not self.autoload:
+            reason = f"autoload disabled by TILECORE_DISABLE_PLUGIN_AUTOLOAD (name it in TILECORE_PLUGINS={name} to load it)"
+            return reason, f"set TILECORE_PLUGINS={name}, or unset TILECORE_DISABLE_PLUGIN_AUTOLOAD"
         return None
-
-    def unblock(self, name: str, distribution: str) -> str:
-        """The fix for backend ``name`` (of ``distribution``) that this policy blocks: the one setting to change."""
-        for word in (name, distribution):
-            if word in self.blocked:
-                return f"remove no:{word} from TILECORE_PLUGINS"
-        if self.allowed:
-            return f"add {name} to TILECORE_PLUGINS={','.join(sorted(self.allowed))}, or unset TILECORE_PLUGINS"
-        return f"set TILECORE_PLUGINS={name}, or unset TILECORE_DISABLE_PLUGIN_AUTOLOAD"
 
 
 TARGETS_GROUP = "tilecore.targets"

@@ -83,27 +83,35 @@ def check_return(backend: Backend, hook: str, value: object) -> None:
 
 
 class Dispatcher:
-    """Calls the hooks of the backends in one :class:`BackendTable`; caches each target's setup."""
+    """Calls the hooks of the backends in a :class:`BackendTable`; caches each target's setup.
 
-    def __init__(self, table: BackendTable, pm: pluggy.PluginManager) -> None:
-        self.table = table
-        self.pm = pm
-        self.setups: dict[ResolvedTarget, Toolchain] = {}
+    A part of :class:`~tilecore._registry.registry.Registry`, which sets the attributes.
+    """
+
+    _table: BackendTable
+    _pm: pluggy.PluginManager
+    _setups: dict[ResolvedTarget, Toolchain]
 
     def _caller(self, backend: Backend, hook: str) -> Any:
         key = (id(backend), hook)
-        caller = self.table.callers.get(key)
+        caller = self._table.callers.get(key)
         if caller is None:
             # Leave out every other backend, whether it declares targets or not; wrappers stay in every call.
-            others = [b.plugin for b in self.table.entries if b is not backend and b.plugin is not None and b.role != hookspecs.WRAPPER]
-            caller = self.pm.subset_hook_caller(hook, others)
-            self.table.callers[key] = caller
+            others = [b.plugin for b in self._table.entries if b is not backend and b.plugin is not None and b.role != hookspecs.WRAPPER]
+            caller = self._pm.subset_hook_caller(hook, others)
+            self._table.callers[key] = caller
         return caller
 
     def call(self, target: ResolvedTarget, hook: str, **kwargs: Any) -> Any:
-        """Call ``hook`` on the backend owning ``target`` (and wrapper plugins); check the result."""
+        """Call ``hook`` on the backend owning ``target`` (and wrapper plugins).
+
+        A result of the wrong type raises :class:`HookReturnError`; an exception
+        that is not already a :class:`TilecoreError` is re-raised as
+        :class:`BackendLoadError` naming the backend and hook, with the original
+        chained.
+        """
         __tracebackhide__ = True
-        return self._invoke(self.table.backend_of(target), hook, target.error_owner, target, target=target, **kwargs)
+        return self._invoke(self._table.backend_of(target), hook, target.error_owner, target, target=target, **kwargs)
 
     def doctor_target(self, backend: Backend, spec: TargetSpec) -> str | None:
         """The backend's suggestion of explicit options for ``doctor`` (hook ``tilecore_doctor_target``)."""
@@ -128,16 +136,13 @@ class Dispatcher:
 
     def setup(self, target: ResolvedTarget) -> Toolchain | None:
         """Run the setup hook once per resolved target; failures are not cached."""
-        cached = self.setups.get(target)
+        cached = self._setups.get(target)
         if cached is not None:
             return cached
-        with self.table.lock:
-            cached = self.setups.get(target)
+        with self._table.lock:
+            cached = self._setups.get(target)
             if cached is None:
                 cached = self.call(target, "tilecore_setup")
                 if cached is not None:
-                    self.setups[target] = cached
+                    self._setups[target] = cached
             return cached
-
-    def forget(self, backend: Backend) -> None:
-        self.setups = {t: tc for t, tc in self.setups.items() if t.backend != backend.name}

@@ -11,7 +11,7 @@ import os
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -47,9 +47,8 @@ def check_api_version(plugin: object, backend: Backend) -> str:
     return f"{major}.{minor}"
 
 
-def import_timeout(environ: Mapping[str, str] | None = None) -> float:
-    environ = os.environ if environ is None else environ
-    text = environ.get("TILECORE_IMPORT_TIMEOUT", "")
+def import_timeout() -> float:
+    text = os.environ.get("TILECORE_IMPORT_TIMEOUT", "")
     try:
         return float(text) if text else DEFAULT_IMPORT_TIMEOUT
     except ValueError:
@@ -90,7 +89,7 @@ def import_plugin(backend: Backend, timeout: float | None) -> object:
     return value
 
 
-#: A check run on each backend as it loads (:meth:`Loader.add_check`); raises to refuse it.
+#: A check run on each backend as it loads (:meth:`Loader.add_load_check`); raises to refuse it.
 LoadCheck = Callable[[Backend, object], None]
 
 
@@ -110,24 +109,28 @@ def probe_import(backend: Backend, timeout: float) -> BaseException | None:
 
 
 class Loader:
-    """Imports, checks and adopts the backends of one :class:`BackendTable` into a plugin manager."""
+    """Imports, checks and adopts the backends of a :class:`BackendTable` into a plugin manager.
 
-    def __init__(self, table: BackendTable, pm: pluggy.PluginManager) -> None:
-        self.table = table
-        self.pm = pm
-        self.checks: list[LoadCheck] = []
+    A part of :class:`~tilecore._registry.registry.Registry`, which sets the attributes.
+    """
 
-    def add_check(self, check: LoadCheck) -> None:
-        """Run ``check(backend, plugin)`` on every backend as it loads (after its API-version check).
+    _table: BackendTable
+    _pm: pluggy.PluginManager
+    _checks: list[LoadCheck]
+
+    def add_load_check(self, check: LoadCheck) -> None:
+        """Run ``check(backend, plugin)`` on every backend as it loads (after its API-version check); it raises to refuse one.
 
         The bridge adds the check of a backend's declared tilelang seams this way, so the
         registry never touches tilelang.
         """
-        if check not in self.checks:
-            self.checks.append(check)
+        if check not in self._checks:
+            self._checks.append(check)
 
     def load_all(self, timeout: float | None = None) -> None:
-        """Import every allowed backend, each under the deadline (default ``TILECORE_IMPORT_TIMEOUT`` or 60 s).
+        """Import every allowed backend (``target="auto"``, names no metadata lists), each under the
+        deadline (default ``TILECORE_IMPORT_TIMEOUT`` or 60 s): one that does not finish is recorded
+        as failed, naming the backend, instead of hanging the caller.
 
         The user named none of them (``target="auto"``, or a name no metadata lists), so a backend
         whose import would kill the interpreter (a native crash) must not take this process down:
@@ -135,58 +138,55 @@ class Loader:
         are imported here.  (A backend the user names is imported directly: its crash is the answer.)
         """
         deadline = import_timeout() if timeout is None else timeout
-        pending = [backend for backend in self.table.backends() if backend.state is State.DISCOVERED]
+        pending = [backend for backend in self._table.backends() if backend.state is State.DISCOVERED]
         with ThreadPoolExecutor(max_workers=max(1, min(len(pending), 4))) as pool:
             verdicts = list(pool.map(lambda backend: probe_import(backend, deadline), pending))
         for backend, verdict in zip(pending, verdicts, strict=True):
             if verdict is not None:
-                with self.table.lock:
+                with self._table.lock:
                     if backend.state is State.DISCOVERED:
-                        self.fail(backend, verdict)
+                        self._fail(backend, verdict)
             else:
-                self.load(backend, timeout=deadline)
+                self._load(backend, timeout=deadline)
 
-    def load(self, backend: Backend, timeout: float | None = None) -> None:
-        with self.table.lock:
+    def _load(self, backend: Backend, timeout: float | None = None) -> None:
+        with self._table.lock:
             if backend.state is not State.DISCOVERED:
                 return
-            twin = next((b for b in self.table.entries if b is not backend and b.value == backend.value and b.state is State.LOADED), None)
+            twin = next((b for b in self._table.entries if b is not backend and b.value == backend.value and b.state is State.LOADED), None)
             if twin is not None:
-                self.fail(backend, messages.same_entry_point(backend, twin))
+                self._fail(backend, messages.same_entry_point(backend, twin))
                 return
             # The tested tilelang range is metadata: refuse before importing a backend built for another tilelang.
             problem = compat.backend_range_problem(backend.distribution, backend.version)
             if problem is not None and compat.check_mode() == "strict":
-                self.fail(backend, messages.outside_range(backend, problem))
+                self._fail(backend, messages.outside_range(backend, problem))
                 return
             try:
                 plugin = import_plugin(backend, timeout)
             except BaseException as err:
                 if isinstance(err, KeyboardInterrupt):
                     raise
-                self.fail(backend, err)
+                self._fail(backend, err)
                 return
             try:
-                self.adopt(backend, plugin)
+                self._adopt(backend, plugin)
             except Exception as err:
-                self.fail(backend, err)
+                self._fail(backend, err)
 
-    def fail(self, backend: Backend, err: BaseException) -> None:
+    def _fail(self, backend: Backend, err: BaseException) -> None:
+        """Record ``err`` on ``backend`` and unregister its plugin and targets."""
         backend.state, backend.error = State.FAILED, err
-        self.drop(backend)
-        backend.targets = ()
-
-    def drop(self, backend: Backend) -> None:
-        """Unregister ``backend``'s plugin and its targets."""
-        if backend.plugin is not None and self.pm.is_registered(backend.plugin):
-            self.pm.unregister(backend.plugin)
+        if backend.plugin is not None and self._pm.is_registered(backend.plugin):
+            self._pm.unregister(backend.plugin)
         backend.plugin = None
-        self.table.forget(backend)
+        backend.targets = ()
+        self._table.callers.clear()  # the hook callers that left it out (or in) are stale
 
-    def adopt(self, backend: Backend, plugin: object) -> None:
+    def _adopt(self, backend: Backend, plugin: object) -> None:
         """Validate and register ``plugin`` as ``backend``; all-or-nothing."""
         backend.api_version = check_api_version(plugin, backend)
-        for check in self.checks:
+        for check in self._checks:
             check(backend, plugin)
         problem = compat.backend_range_problem(backend.distribution, backend.version)
         if problem is not None and compat.check_mode() == "seams":
@@ -195,29 +195,29 @@ class Loader:
         if role not in hookspecs.ROLES:
             raise messages.bad_role(backend, role)
         try:
-            self.pm.register(plugin, name=f"{backend.name}@{backend.distribution}")
+            self._pm.register(plugin, name=f"{backend.name}@{backend.distribution}")
         except (pluggy.PluginValidationError, ValueError) as err:
             raise PluginValidationError(str(err), owner=backend.error_owner) from err
         backend.plugin = plugin
         try:
             try:
-                self.pm.check_pending()
+                self._pm.check_pending()
             except pluggy.PluginValidationError as err:
                 raise messages.unknown_hook(backend, err) from err
             targets = self._declared_targets(backend, plugin, role)
             self._validate_names(backend, targets)
         except Exception:
-            self.pm.unregister(plugin)
+            self._pm.unregister(plugin)
             backend.plugin = None
             raise
         backend.role = role
         backend.targets = targets
         backend.state = State.LOADED
-        self.table.index_targets(backend)
+        self._table.callers.clear()
 
     def _declared_targets(self, backend: Backend, plugin: object, role: str) -> tuple[TargetSpec, ...]:
         hook = "tilecore_declare_targets"
-        impl = next((i for i in getattr(self.pm.hook, hook).get_hookimpls() if i.plugin is plugin), None)
+        impl = next((i for i in getattr(self._pm.hook, hook).get_hookimpls() if i.plugin is plugin), None)
         if role == hookspecs.WRAPPER:
             if impl is not None:
                 raise messages.wrapper_declares(backend, hook)
@@ -237,7 +237,7 @@ class Loader:
                     raise messages.name_twice(backend, name, seen[name], spec.name)
                 seen[name] = spec.name
         in_process = backend.distribution == IN_PROCESS
-        builtin = self.table.builtin_kinds()
+        builtin = self._table.builtin_kinds()
         claims = set(backend.claims)
         for spec in targets:
             for name in spec.names:
@@ -250,20 +250,20 @@ class Loader:
                     continue
                 if backend.complete:
                     raise messages.not_in_metadata(backend, name, claims)
-                others = [b for b in self.table.entries if b is not backend and b.state is not State.BLOCKED and name in b.claims]
+                others = [b for b in self._table.entries if b is not backend and b.state is not State.BLOCKED and name in b.claims]
                 if others:
                     raise messages.listed_by_other(backend, name, others[0])
 
     def register(self, plugin: object, name: str | None = None) -> Backend:
-        """Adopt an in-process backend (notebooks, tests).  Errors raise at once."""
-        self.table.ensure_discovered()
+        """Register an in-process backend (notebooks, tests).  Errors raise at once."""
+        self._table.ensure_discovered()
         name = name or getattr(plugin, "__name__", None) or type(plugin).__name__
         version = str(getattr(plugin, "__version__", "0"))
-        with self.table.lock:
-            if any(b.name == name and b.distribution == IN_PROCESS for b in self.table.entries):
+        with self._table.lock:
+            if any(b.name == name and b.distribution == IN_PROCESS for b in self._table.entries):
                 raise PluginValidationError(f"an in-process backend named {name!r} is already registered")
             backend = Backend(name, IN_PROCESS, version, repr(plugin), complete=True)
-            self.adopt(backend, plugin)
+            self._adopt(backend, plugin)
             backend.claims = tuple(sorted(backend.declared_names()))
-            self.table.entries.append(backend)
+            self._table.entries.append(backend)
             return backend

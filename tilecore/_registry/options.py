@@ -24,13 +24,8 @@ def split_target_string(text: str) -> tuple[str, dict[str, str]]:
     the spec's first option.  Raises :class:`MalformedTargetError` for an
     option given twice, two bare values, an empty option name or non-ASCII text.
     """
-    kind, _, rest = text.strip().partition(":")
-    kind = kind.strip().lower()
-    if not text.isascii():
-        raise MalformedTargetError(
-            f"target {text!r} contains non-ASCII characters; target names and options are ASCII "
-            f"(e.g. digits 0-9). Retype it in plain ASCII."
-        )
+    kind = _kind_of(text)
+    rest = text.partition(":")[2]
     raw: dict[str, str] = {}
     for part in filter(None, (p.strip() for p in rest.split(","))):
         key, eq, value = part.partition("=")
@@ -55,11 +50,7 @@ def target_kind(target: object) -> str | None:
     :class:`MalformedTargetError`), as is a string with non-ASCII characters.
     """
     if isinstance(target, str):
-        if not target.isascii():
-            raise MalformedTargetError(
-                f"target {target!r} contains non-ASCII characters; target names and options are ASCII. Retype it in plain ASCII."
-            )
-        return target.strip().partition(":")[0].strip().lower()
+        return _kind_of(target)
     if isinstance(target, Mapping):
         kind = target.get("kind")
         if not isinstance(kind, str):
@@ -70,6 +61,16 @@ def target_kind(target: object) -> str | None:
             raise MalformedTargetError(f"target kind {kind!r} contains non-ASCII characters. Retype it in plain ASCII.")
         return kind.strip().lower()
     return None
+
+
+def _kind_of(text: str) -> str:
+    """The kind a target string names, lower-cased; a string with non-ASCII characters is malformed."""
+    if not text.isascii():
+        raise MalformedTargetError(
+            f"target {text!r} contains non-ASCII characters; target names and options are ASCII (e.g. digits 0-9). "
+            "Retype it in plain ASCII."
+        )
+    return text.strip().partition(":")[0].strip().lower()
 
 
 def _safe_repr(value: object, limit: int = 200) -> str:

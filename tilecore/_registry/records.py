@@ -42,7 +42,7 @@ class Backend:
     value: str
     state: State = State.DISCOVERED
     reason: str = ""
-    unblock: str = ""  # for a BLOCKED backend: the setting to change (PluginPolicy.unblock)
+    unblock: str = ""  # for a BLOCKED backend: the setting to change (PluginPolicy.decide)
     error: BaseException | None = None
     plugin: object | None = None
     api_version: str | None = None

@@ -1,6 +1,6 @@
 """Resolution: from what a user writes (``"acme:x2"``, a dict, ``"auto"``) to a :class:`ResolvedTarget`.
 
-Which backend owns a name is decided from metadata first (:meth:`Resolver.lookup`), so the
+Which backend owns a name is decided from metadata first (:meth:`Resolver._lookup`), so the
 answer never depends on load order; only the owner is imported.  See "Resolution rule" in
 docs/architecture.md.
 """
@@ -14,7 +14,6 @@ from tilecore._registry import messages
 from tilecore._registry.loading import Loader, import_timeout
 from tilecore._registry.options import bind_options, raw_options, target_kind
 from tilecore._registry.records import Backend, State
-from tilecore._registry.table import BackendTable
 from tilecore.errors import MalformedTargetError
 from tilecore.targets import Availability, ResolvedTarget, TargetSpec, is_target_name
 
@@ -37,14 +36,13 @@ def is_host_syntax(target: object, kind: str) -> bool:
     return isinstance(target, str) and (len(target.split()) > 1 or "/" in kind)
 
 
-class Resolver:
-    """Looks names up in a :class:`BackendTable`, loading only the backends that may declare them."""
+class Resolver(Loader):
+    """Looks names up in a :class:`BackendTable`, loading only the backends that may declare them.
 
-    def __init__(self, table: BackendTable, loader: Loader) -> None:
-        self.table = table
-        self.loader = loader
+    A part of :class:`~tilecore._registry.registry.Registry`.
+    """
 
-    def lookup(self, kind: str) -> list[Hit]:
+    def _lookup(self, kind: str) -> list[Hit]:
         """Who declares ``kind``.  Resolution rule (the same in a fresh process and after ``load_all``):
 
         1. Metadata first: allowed backends whose distribution lists ``kind``.  Two of them is an
@@ -53,49 +51,51 @@ class Resolver:
         3. Otherwise only *legacy* backends (no ``tilecore.targets`` metadata) may declare it: those
            are imported, never a backend whose metadata is complete.
         """
-        claimants = self.table.metadata_names().get(kind, [])
+        claimants = self._table.metadata_names().get(kind, [])
         if len(claimants) > 1:
             raise messages.ambiguous(kind, [(b, None) for b in claimants])
         if claimants:
             backend = claimants[0]
-            self.loader.load(backend, timeout=import_timeout())
+            self._load(backend, timeout=import_timeout())
             if backend.state is State.FAILED:
                 raise messages.failed_backend(kind, backend) from backend.error
             hits = [(backend, spec) for spec in backend.targets if kind in spec.names]
             if hits or backend.complete:
                 return hits
-        if kind in self.table.builtin_kinds():
+        if kind in self._table.builtin_kinds():
             return []
-        indexed = self.table.index.get(kind)
-        if indexed:
-            return indexed
+        declared = self._table.declaring(kind)
+        if declared:
+            return declared
         deadline = import_timeout()
-        for backend in self.table.backends():
+        for backend in self._table.backends():
             if not backend.complete and backend.state is State.DISCOVERED:
-                self.loader.load(backend, timeout=deadline)
-        return self.table.index.get(kind) or []
-
-    def owns(self, target: object) -> bool:
-        """Whether a string/dict target names a tilecore-declared target (may import backends)."""
-        kind = target_kind(target)
-        return kind is not None and bool(self.lookup(kind))
+                self._load(backend, timeout=deadline)
+        return self._table.declaring(kind)
 
     def resolve(self, target: str | Mapping[str, Any] | ResolvedTarget) -> ResolvedTarget | None:
-        """Resolve user input to a declared target (see :meth:`tilecore._registry.registry.Registry.resolve`)."""
+        """Resolve user input to a declared target.
+
+        Returns ``None`` for a kind that no backend declares but the host
+        compiler knows (tilelang handles it), and for strings in the host
+        compiler's own syntax (``"<kind> -attr=value"``, tags ``"vendor/model"``).
+        Raises a :class:`TilecoreError` for anything else that cannot be
+        resolved, malformed input included.
+        """
         if isinstance(target, ResolvedTarget):
             return target
         kind = target_kind(target)
         if kind is None or is_host_syntax(target, kind):
             return None
         if not is_target_name(kind):
-            raise messages.malformed_name(target, kind, self.table.known_names())
-        with self.table.lock:
-            hits = self.lookup(kind)
+            raise messages.malformed_name(target, kind, self._table.known_names())
+        with self._table.lock:
+            hits = self._lookup(kind)
             if not hits:
                 self._raise_if_backend_unusable(kind)
-                if kind in self.table.builtin_kinds():
+                if kind in self._table.builtin_kinds():
                     return None
-                raise messages.unknown_target(self.table, kind)
+                raise messages.unknown_target(self._table, kind)
         if len(hits) > 1:
             raise messages.ambiguous(kind, [(b, s.name) for b, s in hits])
         backend, spec = hits[0]
@@ -138,12 +138,12 @@ class Resolver:
         resolved = self.resolve(target)
         if resolved is None:
             return {}
-        backend = self.table.backend_of(resolved)
+        backend = self._table.backend_of(resolved)
         raw = self._with_upstream_attrs(resolved.spec, raw_options(target), backend)
         return bind_options(resolved.spec, raw, owner=resolved.owner, passthrough=True)[1]
 
     def _raise_if_backend_unusable(self, kind: str) -> None:
-        for backend in self.table.entries:
+        for backend in self._table.entries:
             if kind not in backend.claims and backend.name != kind:
                 continue
             if backend.state is State.FAILED:
@@ -158,9 +158,9 @@ class Resolver:
 
         Imports every allowed backend, each under the import deadline (see :meth:`Loader.load_all`).
         """
-        self.loader.load_all()
+        self.load_all()
         best: tuple[int, Backend, TargetSpec] | None = None
-        for backend, spec in self.table.declared_targets():
+        for backend, spec in self._table.declared_targets():
             if not probe(spec):
                 continue
             if best is None or spec.priority > best[0]:
@@ -178,9 +178,9 @@ class Resolver:
         passed through tilecore's normalizer (a ``Target`` object, or upstream's own
         normaliser for its own kinds) must still reach the backend that declares it.
         """
-        for backend in self.table.metadata_names().get(kind, []):
-            self.loader.load(backend, timeout=import_timeout())
-        for backend, spec in self.table.declared_targets():
+        for backend in self._table.metadata_names().get(kind, []):
+            self._load(backend, timeout=import_timeout())
+        for backend, spec in self._table.declared_targets():
             if spec.upstream is not None and spec.upstream.kind == kind:
                 return backend, spec
         return None

@@ -1,8 +1,8 @@
-"""The registry's state: every backend of one registry, the name index of loaded targets, the lock.
+"""The registry's state: every backend of one registry, the hook-caller cache, the lock.
 
-:class:`BackendTable` owns the state (the backend list, the target-name index, the lock,
-the hook-caller cache, the host compiler's own kinds); the loading, resolution and
-dispatch pieces receive it and never the :class:`~tilecore._registry.registry.Registry`.
+:class:`BackendTable` owns the state (the backend list, the lock, the hook-caller cache,
+the host compiler's own kinds); the loading, resolution and dispatch parts of the
+:class:`~tilecore._registry.registry.Registry` share it.
 Listing reads entry-point metadata only and imports nothing.
 """
 
@@ -19,14 +19,13 @@ from tilecore.targets import ResolvedTarget, TargetSpec
 
 
 class BackendTable:
-    """Every backend of one registry, the name index of loaded targets, and the lock guarding both."""
+    """Every backend of one registry and the lock guarding it; which loaded backend declares a name is derived from them."""
 
     def __init__(self, policy: PluginPolicy, builtin_kinds: Callable[[], Iterable[str]]) -> None:
         self.policy = policy
         self._builtin_kinds = builtin_kinds
         self.lock = threading.RLock()
         self.entries: list[Backend] = []
-        self.index: dict[str, list[tuple[Backend, TargetSpec]]] = {}
         self.callers: dict[tuple[int, str], Any] = {}
         self._discovered = False
 
@@ -47,8 +46,8 @@ class BackendTable:
             for backend in discover():
                 blocked = self.policy.decide(backend.name, backend.distribution)
                 if blocked is not None:
-                    backend.state, backend.reason = State.BLOCKED, blocked
-                    backend.unblock = self.policy.unblock(backend.name, backend.distribution)
+                    backend.state = State.BLOCKED
+                    backend.reason, backend.unblock = blocked
                 self.entries.append(backend)
             self._discovered = True
 
@@ -78,15 +77,6 @@ class BackendTable:
                 return backend
         raise TilecoreError(f"target {target} names backend {target.backend!r}, which is not registered")
 
-    def index_targets(self, backend: Backend) -> None:
-        for spec in backend.targets:
-            for name in spec.names:
-                self.index.setdefault(name, []).append((backend, spec))
-        self.callers.clear()
-
-    def forget(self, backend: Backend) -> None:
-        for name in list(self.index):
-            self.index[name] = [(b, s) for b, s in self.index[name] if b is not backend]
-            if not self.index[name]:
-                del self.index[name]
-        self.callers.clear()
+    def declaring(self, name: str) -> list[tuple[Backend, TargetSpec]]:
+        """(backend, spec) of every loaded backend that declares ``name``."""
+        return [(b, s) for b, s in self.declared_targets() if name in s.names]

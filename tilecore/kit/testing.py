@@ -23,17 +23,14 @@ import pytest
 CACHE_VARIABLES = {"TILELANG_CACHE_DIR": "tilelang", "TILECORE_CACHE_DIR": "tilecore"}
 
 
-def isolate_caches(monkeypatch: pytest.MonkeyPatch, root: Path) -> Path:
-    """Point every cache variable at a folder under ``root`` (undone by ``monkeypatch``)."""
+@pytest.fixture(autouse=True)
+def tilecore_isolated_caches(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Fresh tilelang and tilecore cache folders for this test (never the user's, undone by
+    ``monkeypatch``); returns their parent."""
+    root = tmp_path_factory.mktemp("caches")
     for variable, folder in CACHE_VARIABLES.items():
         monkeypatch.setenv(variable, str(root / folder))
     return root
 
 
-@pytest.fixture(autouse=True)
-def tilecore_isolated_caches(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Fresh tilelang and tilecore cache folders for this test (never the user's); returns their parent."""
-    return isolate_caches(monkeypatch, tmp_path_factory.mktemp("caches"))
-
-
-__all__ = ["CACHE_VARIABLES", "isolate_caches", "tilecore_isolated_caches"]
+__all__ = ["CACHE_VARIABLES", "tilecore_isolated_caches"]
