@@ -96,7 +96,8 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "C `?:` (only the chosen branch is evaluated) whose branches are cast to their C type, values and never variables "
         "(ppl-compile 1.30.2 fails to verify, or crashes on, a `?:` of two variables inside another); `T.clamp` as "
         "`torch.clamp` (NaN in the value or a bound propagates, `lo > hi` gives `hi`); the `ppl::` scalar functions in "
-        "float, an fp16/bf16 result rounded once, as torch rounds it",
+        "float, an fp16/bf16 result rounded once, as torch rounds it. Computing on uint8/uint16/uint32 values in scalar "
+        "code is refused by name (ppl-compile 1.30.2 compiles only copies of them); hold such data in int32",
         "codegen/scalar",
     ),
     Construct(
