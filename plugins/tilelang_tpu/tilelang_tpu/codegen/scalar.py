@@ -315,7 +315,8 @@ _C_TYPES = {
 _FLOATS = ("float32", "float16", "bfloat16")
 
 #: TIR math intrinsics -> the ``ppl::`` scalar function (ppl_func.h: ``float f(float)``).
-#: ``round`` is left out: PPL's is C's (halves away from zero), TIR's rounds halves to even.
+#: ``round`` is left out (PPL's is C's, halves away from zero; TIR's rounds halves to even), and
+#: ``trunc`` (ppl-compile 1.30.2 crashes: "'math.trunc' op unable to find printer").
 _MATH = {
     "tirx.exp": "exp",
     "tirx.exp2": "exp2",
@@ -325,7 +326,6 @@ _MATH = {
     "tirx.fabs": "abs",
     "tirx.floor": "floor",
     "tirx.ceil": "ceiling",
-    "tirx.trunc": "trunc",
 }
 
 #: ``T.call_pure_extern`` names of C's float math (TileLang's ``T.exp`` of fp32 lowers to one)
@@ -339,7 +339,6 @@ _EXTERN_MATH = {
     "fabsf": "tirx.fabs",
     "floorf": "tirx.floor",
     "ceilf": "tirx.ceil",
-    "truncf": "tirx.trunc",
 }
 
 #: Bitwise operations of two bools (conditions written with ``&``, ``|``, ``^``), and their C operators.
