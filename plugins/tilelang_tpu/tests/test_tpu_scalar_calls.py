@@ -180,3 +180,25 @@ def test_scalar_clamp_as_torch(dtype: str) -> None:
     y = torch.zeros(M, dtype=t)
     run_checked(kernel, x, lo, hi, y, inputs=(0, 1, 2))
     torch.testing.assert_close(y, torch.minimum(torch.maximum(x, lo), hi), rtol=0, atol=0, equal_nan=True)
+
+
+@T.prim_func
+def _math_functions(X: T.Tensor((64,), "float32"), Y: T.Tensor((64, 5), "float32")):
+    with T.Kernel(1, threads=1):
+        for i in T.serial(64):
+            Y[i, 0] = T.floor(X[i])
+            Y[i, 1] = T.ceil(X[i])
+            Y[i, 2] = T.exp2(X[i])
+            Y[i, 3] = T.log2(T.abs(X[i]) + T.float32(0.5))
+            Y[i, 4] = T.abs(X[i])
+
+
+def test_scalar_math_functions_as_torch() -> None:
+    """``T.floor``/``T.ceil`` (halves, -0), ``T.exp2``, ``T.log2``, ``T.abs`` of fp32 scalars."""
+    kernel = tilelang.compile(_math_functions, target="tpu")
+    x = torch.randn(64) * 5
+    x[:8] = torch.tensor([-2.5, -0.5, 0.5, 2.5, -0.0, 3.0, -3.0, 1e-8])
+    y = torch.zeros(64, 5)
+    run_checked(kernel, x, y, inputs=(0,))
+    expected = torch.stack([x.floor(), x.ceil(), torch.exp2(x), torch.log2(x.abs() + 0.5), x.abs()], 1)
+    torch.testing.assert_close(y, expected, rtol=1e-6, atol=0)

@@ -127,6 +127,12 @@ class ScalarPrinter:
             return self.names[e]
         if isinstance(e, tirx.BufferLoad):
             return self.load(e)
+        if _computes_on_unsigned(e):
+            raise Unsupported(
+                f"arithmetic, comparison or conversion of unsigned integers in scalar code ({e}): ppl-compile 1.30.2 "
+                "has no scalar operation on uint8/uint16/uint32 values, only copies (hold such data in int32: "
+                "T.copy into an int32 tile converts it)"
+            )
         binary = {
             tirx.Add: "+",
             tirx.Sub: "-",
@@ -268,7 +274,26 @@ def _value(text: str, dtype: Any) -> str:
     -0 kept) and makes it a value; nothing is hoisted out of the expression, so a loop condition
     or a guarded branch still evaluates it where it stands."""
     ctype = _C_TYPES.get(str(dtype))
-    return f"({text})" if ctype is None else f"(({ctype})({text}))"
+    # Unsigned values are only ever copied in PPL scalar code (_computes_on_unsigned): no cast.
+    return f"({text})" if ctype is None or str(dtype) in _UNSIGNED else f"(({ctype})({text}))"
+
+
+#: Unsigned integer dtypes: ppl-compile 1.30.2 compiles copies of them in scalar code, no operation
+#: (a compare, add, cast or xor of a ``ui32`` value fails: "must be signless-integer-like").
+_UNSIGNED = ("uint8", "uint16", "uint32")
+
+
+def _computes_on_unsigned(e: Any) -> bool:
+    """Whether ``e`` computes on an unsigned value (a select of unsigned values only copies them)."""
+    from tvm import tirx
+
+    if isinstance(e, tirx.Cast):
+        source, dtype = str(e.value.dtype), str(e.dtype)
+        return source != dtype and (source in _UNSIGNED or dtype in _UNSIGNED)
+    if isinstance(e, tirx.Select) or (isinstance(e, tirx.Call) and str(getattr(e.op, "name", "")) == "tirx.if_then_else"):
+        return False
+    operands = list(e.args) if isinstance(e, tirx.Call) else [getattr(e, "a", None), getattr(e, "b", None)]
+    return any(o is not None and str(getattr(o, "dtype", "")) in _UNSIGNED for o in operands)
 
 
 _C_TYPES = {
@@ -290,7 +315,8 @@ _C_TYPES = {
 _FLOATS = ("float32", "float16", "bfloat16")
 
 #: TIR math intrinsics -> the ``ppl::`` scalar function (ppl_func.h: ``float f(float)``).
-#: ``round`` is left out: PPL's is C's (halves away from zero), TIR's rounds halves to even.
+#: ``round`` is left out (PPL's is C's, halves away from zero; TIR's rounds halves to even), and
+#: ``trunc`` (ppl-compile 1.30.2 crashes: "'math.trunc' op unable to find printer").
 _MATH = {
     "tirx.exp": "exp",
     "tirx.exp2": "exp2",
@@ -300,7 +326,6 @@ _MATH = {
     "tirx.fabs": "abs",
     "tirx.floor": "floor",
     "tirx.ceil": "ceiling",
-    "tirx.trunc": "trunc",
 }
 
 #: ``T.call_pure_extern`` names of C's float math (TileLang's ``T.exp`` of fp32 lowers to one)
@@ -314,7 +339,6 @@ _EXTERN_MATH = {
     "fabsf": "tirx.fabs",
     "floorf": "tirx.floor",
     "ceilf": "tirx.ceil",
-    "truncf": "tirx.trunc",
 }
 
 #: Bitwise operations of two bools (conditions written with ``&``, ``|``, ``^``), and their C operators.

@@ -92,11 +92,12 @@ CONSTRUCTS: tuple[Construct, ...] = (
     Construct(
         "scalar expressions (per-element code, loop bounds, scalar operands of tile ops): `T.if_then_else` (the guarded "
         "load `T.if_then_else(bx * BM + i < M, A[bx * BM + i, j], 0)`), `T.Select`, nested float `T.min`/`T.max`, "
-        "`T.clamp`, `T.exp`/`exp2`/`log`/`log2`/`sqrt`/`abs`/`floor`/`ceil`/`trunc`, `&`/`|` of conditions",
+        "`T.clamp`, `T.exp`/`exp2`/`log`/`log2`/`sqrt`/`abs`/`floor`/`ceil`, `&`/`|` of conditions",
         "C `?:` (only the chosen branch is evaluated) whose branches are cast to their C type, values and never variables "
         "(ppl-compile 1.30.2 fails to verify, or crashes on, a `?:` of two variables inside another); `T.clamp` as "
         "`torch.clamp` (NaN in the value or a bound propagates, `lo > hi` gives `hi`); the `ppl::` scalar functions in "
-        "float, an fp16/bf16 result rounded once, as torch rounds it",
+        "float, an fp16/bf16 result rounded once, as torch rounds it. Computing on uint8/uint16/uint32 values in scalar "
+        "code is refused by name (ppl-compile 1.30.2 compiles only copies of them); hold such data in int32",
         "codegen/scalar",
     ),
     Construct(
