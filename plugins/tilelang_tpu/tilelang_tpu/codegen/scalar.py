@@ -288,8 +288,10 @@ def _computes_on_unsigned(e: Any) -> bool:
     from tvm import tirx
 
     if isinstance(e, tirx.Cast):
+        # Wrapping a signed integer into an unsigned type compiles (a select's scalar operand
+        # ``T.cast(bx * BM + i, "uint8")`` ran before this check existed); reading one does not.
         source, dtype = str(e.value.dtype), str(e.dtype)
-        return source != dtype and (source in _UNSIGNED or dtype in _UNSIGNED)
+        return source != dtype and (source in _UNSIGNED or (dtype in _UNSIGNED and not source.startswith("int")))
     if isinstance(e, tirx.Select) or (isinstance(e, tirx.Call) and str(getattr(e.op, "name", "")) == "tirx.if_then_else"):
         return False
     operands = list(e.args) if isinstance(e, tirx.Call) else [getattr(e, "a", None), getattr(e, "b", None)]
