@@ -97,7 +97,8 @@ CONSTRUCTS: tuple[Construct, ...] = (
         "(ppl-compile 1.30.2 fails to verify, or crashes on, a `?:` of two variables inside another); `T.clamp` as "
         "`torch.clamp` (NaN in the value or a bound propagates, `lo > hi` gives `hi`); the `ppl::` scalar functions in "
         "float, an fp16/bf16 result rounded once, as torch rounds it. Computing on uint8/uint16/uint32 values in scalar "
-        "code is refused by name (ppl-compile 1.30.2 compiles only copies of them); hold such data in int32",
+        "code is refused by name (ppl-compile 1.30.2 compiles only copies of them, and wrapping a signed integer "
+        "into one, `T.cast(bx, 'uint8')`); hold such data in int32",
         "codegen/scalar",
     ),
     Construct(
