@@ -16,6 +16,7 @@ import pytest
 import tilelang
 import tilelang.language as T
 import torch
+from packaging.version import Version
 from tpu_checks import FLOATS, run_checked
 
 pytestmark = pytest.mark.usefixtures("toolchain")
@@ -176,7 +177,11 @@ def test_scalar_clamp_as_torch(dtype: str) -> None:
     x, lo = torch.randint(-6, 7, (M,)).to(t), torch.randint(-4, 1, (M,)).to(t)
     hi = torch.where(torch.arange(M) % 5 == 0, lo - 2, lo + 3).to(t)  # every fifth: lo > hi
     if dtype != "int32":
-        x[1], lo[2], hi[3] = float("nan"), float("nan"), float("nan")
+        x[1] = float("nan")
+        # tilelang 0.1.15 keeps T.clamp one call, which tpu computes as torch.clamp (a NaN bound
+        # propagates); 0.1.14's frontend writes it as T.max/T.min, whose NaN bounds targets differ on.
+        if Version(tilelang.__version__) >= Version("0.1.15"):
+            lo[2], hi[3] = float("nan"), float("nan")
     y = torch.zeros(M, dtype=t)
     run_checked(kernel, x, lo, hi, y, inputs=(0, 1, 2))
     torch.testing.assert_close(y, torch.minimum(torch.maximum(x, lo), hi), rtol=0, atol=0, equal_nan=True)
