@@ -180,9 +180,7 @@ class ScalarPrinter:
         if isinstance(e, tirx.Not):
             return f"(!{p(e.a)})"
         if isinstance(e, tirx.Select):
-            condition = p(e.condition)
-            if_true = _value(self._under(condition, e.true_value), e.dtype)
-            return f"({condition} ? {if_true} : {_value(self._under(f'!({condition})', e.false_value), e.dtype)})"
+            return self._choose(e.condition, e.true_value, e.false_value, e.dtype)
         if isinstance(e, tirx.Call) and str(getattr(e.op, "name", "")) in _BIT_OPS and "int" in str(e.dtype):
             # Simplify's strength reduction of division by a power of two: T.ceildiv(M, 64) of a
             # symbolic M becomes (M + 63) >> 6 (C's >> on int is the arithmetic shift TIR means).
@@ -210,9 +208,7 @@ class ScalarPrinter:
         if name == "tirx.if_then_else" and len(args) == 3:
             # C's ?: evaluates only the chosen branch, as if_then_else means (a guarded load:
             # ``T.if_then_else(bx * 64 + i < M, A[bx * 64 + i, j], 0)``).
-            condition = self.print(args[0])
-            if_true = _value(self._under(condition, args[1]), e.dtype)
-            return f"({condition} ? {if_true} : {_value(self._under(f'!({condition})', args[2]), e.dtype)})"
+            return self._choose(args[0], args[1], args[2], e.dtype)
         if name == "tl.clamp" and len(args) == 3:
             return self._clamp(e, *args)
         function = _MATH.get(name)
@@ -221,6 +217,13 @@ class ScalarPrinter:
         # The scalar unit computes in float; a 16-bit result is rounded once, as torch computes
         # fp16/bf16 math in float and rounds (codegen.emit.operands computes the tile forms so).
         return self._rounded(e, f"ppl::{function}((float)({self.print(args[0])}))")
+
+    def _choose(self, condition: Any, if_true: Any, if_false: Any, dtype: Any) -> str:
+        """A C ``?:`` (``T.Select``, ``T.if_then_else``): each branch printed under its condition
+        and made a value of ``dtype`` (:func:`_value`)."""
+        test = self.print(condition)
+        chosen = _value(self._under(test, if_true), dtype)
+        return f"({test} ? {chosen} : {_value(self._under(f'!({test})', if_false), dtype)})"
 
     def _clamp(self, e: Any, x: Any, lo: Any, hi: Any) -> str:
         """``T.clamp(x, lo, hi)`` as TileLang defines it, ``min(max(x, lo), hi)`` (``lo > hi``
