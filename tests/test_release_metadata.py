@@ -204,7 +204,7 @@ def test_install_hints_name_only_our_plugins() -> None:
 def test_unknown_target_hint_says_how_to_install_without_the_index() -> None:
     from tilecore._registry import Registry, messages
 
-    message = str(messages.unknown_target(Registry()._table, "nvidia"))
+    message = str(messages.unknown_target(Registry(), "nvidia"))
     assert "pip install tilelang-cuda" in message
     assert "pip install ./plugins/tilelang_cuda" in message and PROJECT_URL in message
     assert "pip install --find-links dist tilelang-cuda" in message

@@ -14,17 +14,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import pluggy
-
 from tilecore import hookspecs
 from tilecore._registry import messages
+from tilecore._registry.table import BackendTable
 from tilecore.errors import Owner, TilecoreError
 from tilecore.kernel import KernelAdapter, Toolchain
 from tilecore.targets import ResolvedTarget, TargetSpec
 
 if TYPE_CHECKING:
     from tilecore._registry.records import Backend
-    from tilecore._registry.table import BackendTable
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,24 +80,20 @@ def check_return(backend: Backend, hook: str, value: object) -> None:
     raise messages.wrong_return(backend, hook, value, contract.expected)
 
 
-class Dispatcher:
-    """Calls the hooks of the backends in a :class:`BackendTable`; caches each target's setup.
+class Dispatcher(BackendTable):
+    """Calls the hooks of the table's backends; caches each target's setup.
 
-    A part of :class:`~tilecore._registry.registry.Registry`, which sets the attributes.
+    A part of :class:`~tilecore._registry.registry.Registry`.
     """
-
-    _table: BackendTable
-    _pm: pluggy.PluginManager
-    _setups: dict[ResolvedTarget, Toolchain]
 
     def _caller(self, backend: Backend, hook: str) -> Any:
         key = (id(backend), hook)
-        caller = self._table.callers.get(key)
+        caller = self.callers.get(key)
         if caller is None:
             # Leave out every other backend, whether it declares targets or not; wrappers stay in every call.
-            others = [b.plugin for b in self._table.entries if b is not backend and b.plugin is not None and b.role != hookspecs.WRAPPER]
+            others = [b.plugin for b in self.entries if b is not backend and b.plugin is not None and b.role != hookspecs.WRAPPER]
             caller = self._pm.subset_hook_caller(hook, others)
-            self._table.callers[key] = caller
+            self.callers[key] = caller
         return caller
 
     def call(self, target: ResolvedTarget, hook: str, **kwargs: Any) -> Any:
@@ -111,7 +105,7 @@ class Dispatcher:
         chained.
         """
         __tracebackhide__ = True
-        return self._invoke(self._table.backend_of(target), hook, target.error_owner, target, target=target, **kwargs)
+        return self._invoke(self.backend_of(target), hook, target.error_owner, target, target=target, **kwargs)
 
     def doctor_target(self, backend: Backend, spec: TargetSpec) -> str | None:
         """The backend's suggestion of explicit options for ``doctor`` (hook ``tilecore_doctor_target``)."""
@@ -139,7 +133,7 @@ class Dispatcher:
         cached = self._setups.get(target)
         if cached is not None:
             return cached
-        with self._table.lock:
+        with self.lock:
             cached = self._setups.get(target)
             if cached is None:
                 cached = self.call(target, "tilecore_setup")

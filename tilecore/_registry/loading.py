@@ -11,7 +11,6 @@ import os
 import sys
 import threading
 import traceback
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -21,7 +20,7 @@ from tilecore import hookspecs
 from tilecore._registry import compat, messages
 from tilecore._registry.dispatch import check_return
 from tilecore._registry.records import IN_PROCESS, Backend, State
-from tilecore._registry.table import BackendTable
+from tilecore._registry.table import BackendTable, LoadCheck
 from tilecore._version import API_VERSION
 from tilecore.errors import PluginValidationError
 from tilecore.kit.tools import run_tool
@@ -89,10 +88,6 @@ def import_plugin(backend: Backend, timeout: float | None) -> object:
     return value
 
 
-#: A check run on each backend as it loads (:meth:`Loader.add_load_check`); raises to refuse it.
-LoadCheck = Callable[[Backend, object], None]
-
-
 def probe_import(backend: Backend, timeout: float) -> BaseException | None:
     """Import ``backend``'s entry-point module in a fresh interpreter: the error to record if that
     crashed or hung, else ``None`` (an ordinary exception is left to the in-process import, which
@@ -108,15 +103,11 @@ def probe_import(backend: Backend, timeout: float) -> BaseException | None:
     return None  # it ran, or no subprocess here: left to the in-process import under its deadline
 
 
-class Loader:
-    """Imports, checks and adopts the backends of a :class:`BackendTable` into a plugin manager.
+class Loader(BackendTable):
+    """Imports, checks and adopts the backends of the table into its plugin manager.
 
-    A part of :class:`~tilecore._registry.registry.Registry`, which sets the attributes.
+    A part of :class:`~tilecore._registry.registry.Registry`.
     """
-
-    _table: BackendTable
-    _pm: pluggy.PluginManager
-    _checks: list[LoadCheck]
 
     def add_load_check(self, check: LoadCheck) -> None:
         """Run ``check(backend, plugin)`` on every backend as it loads (after its API-version check); it raises to refuse one.
@@ -138,22 +129,22 @@ class Loader:
         are imported here.  (A backend the user names is imported directly: its crash is the answer.)
         """
         deadline = import_timeout() if timeout is None else timeout
-        pending = [backend for backend in self._table.backends() if backend.state is State.DISCOVERED]
+        pending = [backend for backend in self.backends() if backend.state is State.DISCOVERED]
         with ThreadPoolExecutor(max_workers=max(1, min(len(pending), 4))) as pool:
             verdicts = list(pool.map(lambda backend: probe_import(backend, deadline), pending))
         for backend, verdict in zip(pending, verdicts, strict=True):
             if verdict is not None:
-                with self._table.lock:
+                with self.lock:
                     if backend.state is State.DISCOVERED:
                         self._fail(backend, verdict)
             else:
                 self._load(backend, timeout=deadline)
 
     def _load(self, backend: Backend, timeout: float | None = None) -> None:
-        with self._table.lock:
+        with self.lock:
             if backend.state is not State.DISCOVERED:
                 return
-            twin = next((b for b in self._table.entries if b is not backend and b.value == backend.value and b.state is State.LOADED), None)
+            twin = next((b for b in self.entries if b is not backend and b.value == backend.value and b.state is State.LOADED), None)
             if twin is not None:
                 self._fail(backend, messages.same_entry_point(backend, twin))
                 return
@@ -181,7 +172,7 @@ class Loader:
             self._pm.unregister(backend.plugin)
         backend.plugin = None
         backend.targets = ()
-        self._table.callers.clear()  # the hook callers that left it out (or in) are stale
+        self.callers.clear()  # the hook callers that left it out (or in) are stale
 
     def _adopt(self, backend: Backend, plugin: object) -> None:
         """Validate and register ``plugin`` as ``backend``; all-or-nothing."""
@@ -213,7 +204,7 @@ class Loader:
         backend.role = role
         backend.targets = targets
         backend.state = State.LOADED
-        self._table.callers.clear()
+        self.callers.clear()
 
     def _declared_targets(self, backend: Backend, plugin: object, role: str) -> tuple[TargetSpec, ...]:
         hook = "tilecore_declare_targets"
@@ -237,7 +228,7 @@ class Loader:
                     raise messages.name_twice(backend, name, seen[name], spec.name)
                 seen[name] = spec.name
         in_process = backend.distribution == IN_PROCESS
-        builtin = self._table.builtin_kinds()
+        builtin = self.builtin_kinds()
         claims = set(backend.claims)
         for spec in targets:
             for name in spec.names:
@@ -250,20 +241,20 @@ class Loader:
                     continue
                 if backend.complete:
                     raise messages.not_in_metadata(backend, name, claims)
-                others = [b for b in self._table.entries if b is not backend and b.state is not State.BLOCKED and name in b.claims]
+                others = [b for b in self.entries if b is not backend and b.state is not State.BLOCKED and name in b.claims]
                 if others:
                     raise messages.listed_by_other(backend, name, others[0])
 
     def register(self, plugin: object, name: str | None = None) -> Backend:
         """Register an in-process backend (notebooks, tests).  Errors raise at once."""
-        self._table.ensure_discovered()
+        self.ensure_discovered()
         name = name or getattr(plugin, "__name__", None) or type(plugin).__name__
         version = str(getattr(plugin, "__version__", "0"))
-        with self._table.lock:
-            if any(b.name == name and b.distribution == IN_PROCESS for b in self._table.entries):
+        with self.lock:
+            if any(b.name == name and b.distribution == IN_PROCESS for b in self.entries):
                 raise PluginValidationError(f"an in-process backend named {name!r} is already registered")
             backend = Backend(name, IN_PROCESS, version, repr(plugin), complete=True)
             self._adopt(backend, plugin)
             backend.claims = tuple(sorted(backend.declared_names()))
-            self._table.entries.append(backend)
+            self.entries.append(backend)
             return backend

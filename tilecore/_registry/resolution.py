@@ -51,7 +51,7 @@ class Resolver(Loader):
         3. Otherwise only *legacy* backends (no ``tilecore.targets`` metadata) may declare it: those
            are imported, never a backend whose metadata is complete.
         """
-        claimants = self._table.metadata_names().get(kind, [])
+        claimants = self.metadata_names().get(kind, [])
         if len(claimants) > 1:
             raise messages.ambiguous(kind, [(b, None) for b in claimants])
         if claimants:
@@ -62,16 +62,16 @@ class Resolver(Loader):
             hits = [(backend, spec) for spec in backend.targets if kind in spec.names]
             if hits or backend.complete:
                 return hits
-        if kind in self._table.builtin_kinds():
+        if kind in self.builtin_kinds():
             return []
-        declared = self._table.declaring(kind)
+        declared = self.declaring(kind)
         if declared:
             return declared
         deadline = import_timeout()
-        for backend in self._table.backends():
+        for backend in self.backends():
             if not backend.complete and backend.state is State.DISCOVERED:
                 self._load(backend, timeout=deadline)
-        return self._table.declaring(kind)
+        return self.declaring(kind)
 
     def resolve(self, target: str | Mapping[str, Any] | ResolvedTarget) -> ResolvedTarget | None:
         """Resolve user input to a declared target.
@@ -88,14 +88,14 @@ class Resolver(Loader):
         if kind is None or is_host_syntax(target, kind):
             return None
         if not is_target_name(kind):
-            raise messages.malformed_name(target, kind, self._table.known_names())
-        with self._table.lock:
+            raise messages.malformed_name(target, kind, self.known_names())
+        with self.lock:
             hits = self._lookup(kind)
             if not hits:
                 self._raise_if_backend_unusable(kind)
-                if kind in self._table.builtin_kinds():
+                if kind in self.builtin_kinds():
                     return None
-                raise messages.unknown_target(self._table, kind)
+                raise messages.unknown_target(self, kind)
         if len(hits) > 1:
             raise messages.ambiguous(kind, [(b, s.name) for b, s in hits])
         backend, spec = hits[0]
@@ -138,12 +138,12 @@ class Resolver(Loader):
         resolved = self.resolve(target)
         if resolved is None:
             return {}
-        backend = self._table.backend_of(resolved)
+        backend = self.backend_of(resolved)
         raw = self._with_upstream_attrs(resolved.spec, raw_options(target), backend)
         return bind_options(resolved.spec, raw, owner=resolved.owner, passthrough=True)[1]
 
     def _raise_if_backend_unusable(self, kind: str) -> None:
-        for backend in self._table.entries:
+        for backend in self.entries:
             if kind not in backend.claims and backend.name != kind:
                 continue
             if backend.state is State.FAILED:
@@ -160,7 +160,7 @@ class Resolver(Loader):
         """
         self.load_all()
         best: tuple[int, Backend, TargetSpec] | None = None
-        for backend, spec in self._table.declared_targets():
+        for backend, spec in self.declared_targets():
             if not probe(spec):
                 continue
             if best is None or spec.priority > best[0]:
@@ -178,9 +178,9 @@ class Resolver(Loader):
         passed through tilecore's normalizer (a ``Target`` object, or upstream's own
         normaliser for its own kinds) must still reach the backend that declares it.
         """
-        for backend in self._table.metadata_names().get(kind, []):
+        for backend in self.metadata_names().get(kind, []):
             self._load(backend, timeout=import_timeout())
-        for backend, spec in self._table.declared_targets():
+        for backend, spec in self.declared_targets():
             if spec.upstream is not None and spec.upstream.kind == kind:
                 return backend, spec
         return None

@@ -1,9 +1,9 @@
-"""The registry's state: every backend of one registry, the hook-caller cache, the lock.
+"""The registry's state: every backend of one registry, the plugin manager, the caches, the lock.
 
-:class:`BackendTable` owns the state (the backend list, the lock, the hook-caller cache,
-the host compiler's own kinds); the loading, resolution and dispatch parts of the
-:class:`~tilecore._registry.registry.Registry` share it.
-Listing reads entry-point metadata only and imports nothing.
+:class:`BackendTable` owns the state (the backend list, the lock, the plugin manager and its
+hook-caller cache, the load checks, the setup cache, the host compiler's own kinds); the
+loading, resolution and dispatch parts of the :class:`~tilecore._registry.registry.Registry`
+are its subclasses and share it.  Listing reads entry-point metadata only and imports nothing.
 """
 
 from __future__ import annotations
@@ -12,22 +12,38 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import pluggy
+
+from tilecore import hookspecs
 from tilecore._registry.discovery import PluginPolicy, discover
+from tilecore._registry.known import loaded_host_kinds
 from tilecore._registry.records import Backend, State
 from tilecore.errors import TilecoreError
+from tilecore.kernel import Toolchain
 from tilecore.targets import ResolvedTarget, TargetSpec
+
+#: A check run on each backend as it loads (:meth:`Loader.add_load_check`); raises to refuse it.
+LoadCheck = Callable[[Backend, object], None]
 
 
 class BackendTable:
-    """Every backend of one registry and the lock guarding it; which loaded backend declares a name is derived from them."""
+    """Every backend of one registry and the lock guarding it; which loaded backend declares a name is derived from them.
 
-    def __init__(self, policy: PluginPolicy, builtin_kinds: Callable[[], Iterable[str]]) -> None:
-        self.policy = policy
+    ``builtin_kinds`` names the targets the host compiler (tilelang) handles by itself; see
+    :class:`~tilecore._registry.registry.Registry`.
+    """
+
+    def __init__(self, policy: PluginPolicy | None = None, builtin_kinds: Callable[[], Iterable[str]] = loaded_host_kinds) -> None:
+        self.policy = policy or PluginPolicy.from_env()
         self._builtin_kinds = builtin_kinds
         self.lock = threading.RLock()
         self.entries: list[Backend] = []
         self.callers: dict[tuple[int, str], Any] = {}
         self._discovered = False
+        self._pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self._pm.add_hookspecs(hookspecs)
+        self._checks: list[LoadCheck] = []
+        self._setups: dict[ResolvedTarget, Toolchain] = {}
 
     def builtin_kinds(self) -> set[str]:
         return set(self._builtin_kinds())
