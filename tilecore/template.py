@@ -66,7 +66,7 @@ def validate_name(name: str) -> None:
             "entry point name and the package name tilelang_<name>."
         )
     import tilecore
-    from tilecore._registry.known import loaded_host_kinds
+    from tilecore._registry.table import loaded_host_kinds
 
     registry = tilecore.get_registry()
     registry.load_all()

@@ -4,7 +4,7 @@ A backend author never reads this package; :class:`~tilecore._registry.registry.
 is its face and the only module that composes the others.
 """
 
-from tilecore._registry.records import IN_PROCESS, Backend, State
+from tilecore._registry.discovery import IN_PROCESS, Backend, State
 from tilecore._registry.registry import Registry
 from tilecore._registry.resolution import probe
 

@@ -22,7 +22,7 @@ from tilecore.kernel import KernelAdapter, Toolchain
 from tilecore.targets import ResolvedTarget, TargetSpec
 
 if TYPE_CHECKING:
-    from tilecore._registry.records import Backend
+    from tilecore._registry.discovery import Backend
 
 
 @dataclass(frozen=True, slots=True)

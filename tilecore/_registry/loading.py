@@ -1,6 +1,6 @@
 """Loading a backend: import under a deadline, API-version and role checks, target validation.
 
-Anything that goes wrong is recorded on the backend's :class:`~tilecore._registry.records.Backend`
+Anything that goes wrong is recorded on the backend's :class:`~tilecore._registry.discovery.Backend`
 record (state ``failed``) and raised only when the user names one of its targets.  Adoption is
 all-or-nothing: a backend that fails a check is unregistered again and declares no target.
 """
@@ -18,8 +18,8 @@ import pluggy
 
 from tilecore import hookspecs
 from tilecore._registry import compat, messages
+from tilecore._registry.discovery import IN_PROCESS, Backend, State
 from tilecore._registry.dispatch import check_return
-from tilecore._registry.records import IN_PROCESS, Backend, State
 from tilecore._registry.table import BackendTable, LoadCheck
 from tilecore._version import API_VERSION
 from tilecore.errors import PluginValidationError

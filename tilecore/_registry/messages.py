@@ -28,7 +28,7 @@ from tilecore.errors import (
 )
 
 if TYPE_CHECKING:
-    from tilecore._registry.records import Backend
+    from tilecore._registry.discovery import Backend
     from tilecore._registry.table import BackendTable
     from tilecore.targets import TargetSpec
 
@@ -260,8 +260,8 @@ def malformed_options(err: Exception, spec: TargetSpec, backend: Backend) -> Mal
 
 
 def unknown_target(table: BackendTable, kind: str) -> UnknownTargetError:
-    from tilecore._registry.known import known_distributions, known_sources
-    from tilecore._registry.records import State
+    from tilecore._registry.discovery import State
+    from tilecore._registry.table import known_targets
     from tilecore._version import PROJECT_URL
 
     declared = table.declared_targets()
@@ -272,9 +272,9 @@ def unknown_target(table: BackendTable, kind: str) -> UnknownTargetError:
     parts.append(f"Installed tilecore targets: {choices_text(installed + listed)}.")
     if builtin:
         parts.append(f"tilelang's built-in target kinds: {', '.join(builtin)}.")
-    dist = known_distributions().get(kind)
+    dist = known_targets()["distributions"].get(kind)
     if dist is not None:
-        source = known_sources().get(dist, "")
+        source = known_targets().get("sources", {}).get(dist, "")
         parts.append(
             f"Target {kind!r} is provided by the distribution {dist!r}: pip install {dist} "
             f"(before it is on the package index: `pip install ./{source}` in a clone of {PROJECT_URL}, "

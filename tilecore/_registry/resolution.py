@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from tilecore._registry import messages
+from tilecore._registry.discovery import Backend, State
 from tilecore._registry.loading import Loader, import_timeout
 from tilecore._registry.options import bind_options, raw_options, target_kind
-from tilecore._registry.records import Backend, State
 from tilecore.errors import MalformedTargetError
 from tilecore.targets import Availability, ResolvedTarget, TargetSpec, is_target_name
 

@@ -4,23 +4,52 @@
 hook-caller cache, the load checks, the setup cache, the host compiler's own kinds); the
 loading, resolution and dispatch parts of the :class:`~tilecore._registry.registry.Registry`
 are its subclasses and share it.  Listing reads entry-point metadata only and imports nothing.
+
+``known_targets.json`` records what tilecore knows of targets it does not load: the host
+compiler's own target kinds (for the supported tilelang, so the answer is the same before and
+after ``import tilelang``) and which distribution provides a well-known target name (the
+"pip install ..." hint of the unknown-target message).
 """
 
 from __future__ import annotations
 
+import functools
+import json
+import sys
 import threading
 from collections.abc import Callable, Iterable
+from importlib import resources
 from typing import Any
 
 import pluggy
 
 from tilecore import hookspecs
-from tilecore._registry.discovery import PluginPolicy, discover
-from tilecore._registry.known import loaded_host_kinds
-from tilecore._registry.records import Backend, State
+from tilecore._registry.discovery import Backend, PluginPolicy, State, discover
 from tilecore.errors import TilecoreError
 from tilecore.kernel import Toolchain
 from tilecore.targets import ResolvedTarget, TargetSpec
+
+# -- what tilecore records about targets it does not load: known_targets.json -----------------------------
+
+
+@functools.lru_cache(maxsize=1)
+def known_targets() -> dict[str, Any]:
+    """``host_kinds``; ``distributions``: target name -> the distribution providing it; ``sources``:
+    distribution -> its folder in a clone of the repository (the install-from-source hint)."""
+    data: dict[str, Any] = json.loads(resources.files("tilecore").joinpath("known_targets.json").read_text())
+    return data
+
+
+def loaded_host_kinds() -> tuple[str, ...]:
+    """The host compiler's own target kinds: the live list once its target registry is imported
+    (never imported here), else the list recorded for the supported tilelang in known_targets.json,
+    so the answer is the same before and after ``import tilelang``."""
+    module = sys.modules.get("tvm.target")
+    target_cls = getattr(module, "Target", None) if module is not None else None
+    if target_cls is None:
+        return tuple(known_targets()["host_kinds"])
+    return tuple(target_cls.list_kinds())
+
 
 #: A check run on each backend as it loads (:meth:`Loader.add_load_check`); raises to refuse it.
 LoadCheck = Callable[[Backend, object], None]
