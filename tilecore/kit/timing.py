@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
 
 from tilecore.errors import TilecoreError
 
@@ -97,16 +97,19 @@ def timed_samples(
     return [begin.elapsed_time(finish) for begin, finish in pairs]
 
 
-def wall_clock_bench(
-    fn: Callable[[], Any],
-    *,
-    warmup: float = 25.0,
-    rep: float = 100.0,
-    n_warmup: int = 0,
-    n_repeat: int = 0,
-    synchronize: Callable[[], None] = lambda: None,
-    max_repeat: int = 10_000,
-) -> list[float]:
+class Budget(TypedDict, total=False):
+    """How long to time (the keyword arguments of :func:`timed_samples` that :func:`wall_clock_bench`
+    and :func:`event_bench` pass on): tilelang's ``do_bench`` ``warmup`` and ``rep`` budgets in
+    milliseconds, or the counts ``n_warmup`` and ``n_repeat``; at most ``max_repeat`` timed calls."""
+
+    warmup: float
+    rep: float
+    n_warmup: int
+    n_repeat: int
+    max_repeat: int
+
+
+def wall_clock_bench(fn: Callable[[], Any], *, synchronize: Callable[[], None] = lambda: None, **budget: Unpack[Budget]) -> list[float]:
     """Milliseconds of each timed call of ``fn`` on the host clock (``synchronize`` before each reading).
 
     :func:`timed_samples` with :class:`HostEvent`; the default ``tilecore_bench``.
@@ -115,27 +118,13 @@ def wall_clock_bench(
         fn,
         new_event=lambda: HostEvent(synchronize),
         synchronize=synchronize,
-        warmup=warmup,
-        rep=rep,
-        n_warmup=n_warmup,
-        n_repeat=n_repeat,
         estimate_calls=1,
         untimed_first_call=False,  # one estimate call, as before: emulated devices are slow
-        max_repeat=max_repeat,
+        **budget,
     )
 
 
-def event_bench(
-    fn: Callable[[], Any],
-    device: torch.device,
-    *,
-    flush_bytes: int = 0,
-    warmup: float = 25.0,
-    rep: float = 100.0,
-    n_warmup: int = 0,
-    n_repeat: int = 0,
-    max_repeat: int = 10_000,
-) -> list[float]:
+def event_bench(fn: Callable[[], Any], device: torch.device, *, flush_bytes: int = 0, **budget: Unpack[Budget]) -> list[float]:
     """Milliseconds of each timed call of ``fn`` on ``device``, timed with the device's own events.
 
     tilelang's ``do_bench`` "event" method for any device torch drives through a device module
@@ -153,11 +142,7 @@ def event_bench(
             new_event=lambda: module.Event(enable_timing=True),
             synchronize=lambda: module.synchronize(device),
             before_each=flush.zero_,
-            warmup=warmup,
-            rep=rep,
-            n_warmup=n_warmup,
-            n_repeat=n_repeat,
-            max_repeat=max_repeat,
+            **budget,
         )
 
 
