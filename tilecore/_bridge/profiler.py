@@ -128,22 +128,11 @@ def profiler_class() -> type[Any]:
             device: Any = None,
             early_stop_baseline: float | None = None,
         ) -> float | list[float]:
-            target, registry = self.tilecore_target, self.tilecore_registry
             bench_target = func if func is not None else self.adapter
             ins = self._get_inputs(dynamic_symbolic_constraints=dynamic_symbolic_constraints) if input_tensors is None else input_tensors
             call = functools.partial(bench_target, *ins)
-            return bench(
-                registry,
-                target,
-                call,
-                warmup=warmup,
-                rep=rep,
-                n_warmup=n_warmup,
-                n_repeat=n_repeat,
-                backend=backend,
-                quantiles=quantiles,
-                return_mode=return_mode,
-            )
+            timing = {"warmup": warmup, "rep": rep, "n_warmup": n_warmup, "n_repeat": n_repeat, "backend": backend}
+            return bench(self.tilecore_registry, self.tilecore_target, call, quantiles=quantiles, return_mode=return_mode, **timing)
 
     return TilecoreProfiler
 
