@@ -90,7 +90,7 @@ def instrument(clock: StepClock) -> None:
 
     from tilecore._registry import Registry
 
-    for name in ("resolve", "upstream_extra", "find_upstream", "setup"):
+    for name in ("resolve_with_extra", "find_upstream", "setup"):  # resolve calls resolve_with_extra
         setattr(Registry, name, clock.wrap("resolve target", getattr(Registry, name)))
     KernelCache._generate_key = clock.wrap("cache key", KernelCache._generate_key)  # type: ignore[method-assign]
     KernelCache._load_kernel_from_disk = clock.wrap("cache load", KernelCache._load_kernel_from_disk)  # type: ignore[method-assign]

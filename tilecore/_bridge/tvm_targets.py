@@ -97,7 +97,7 @@ def normalizer(registry: Registry) -> Callable[[object], Target | None]:
             return None
         if isinstance(target, str) and len(target.split()) > 1:
             return None  # TVM's own string syntax ("<kind> -attr=value"): tilelang parses it
-        resolved = registry.resolve(target)
+        resolved, extra = registry.resolve_with_extra(target)
         if resolved is None:
             return None
         from tvm.target import Target
@@ -105,7 +105,7 @@ def normalizer(registry: Registry) -> Callable[[object], Target | None]:
         # Setup is not run here: normalising also serves source-only uses (tilelang.lower) that
         # need no toolchain.  It runs before compiling: in the cache key (delegated and owned
         # targets) and in the owned-target pipeline.
-        config = tvm_config(resolved, registry.upstream_extra(target))
+        config = tvm_config(resolved, extra)
         try:
             return Target(config)
         except Exception as err:  # TVM's message names neither the target nor the backend

@@ -29,7 +29,7 @@ class Registry(Resolver, Dispatcher):
     :meth:`metadata_names`, :meth:`declared_targets`, :meth:`backend_of`;
     loading (:class:`~tilecore._registry.loading.Loader`): :meth:`load_all`, :meth:`register`,
     :meth:`add_load_check`; resolution (:class:`~tilecore._registry.resolution.Resolver`):
-    :meth:`resolve`, :meth:`select_auto`, :meth:`upstream_extra`,
+    :meth:`resolve`, :meth:`resolve_with_extra`, :meth:`select_auto`,
     :meth:`find_upstream`; hooks (:class:`~tilecore._registry.dispatch.Dispatcher`):
     :meth:`call`, :meth:`setup`, :meth:`doctor_target`.
     """

@@ -82,11 +82,16 @@ class Resolver(Loader):
         Raises a :class:`TilecoreError` for anything else that cannot be
         resolved, malformed input included.
         """
+        return self.resolve_with_extra(target)[0]
+
+    def resolve_with_extra(self, target: str | Mapping[str, Any] | ResolvedTarget) -> tuple[ResolvedTarget | None, dict[str, Any]]:
+        """:meth:`resolve`, and the keys of the target that its delegating spec does not declare: passed
+        to TVM as attributes (TVM refuses unknown ones), never dropped."""
         if isinstance(target, ResolvedTarget):
-            return target
+            return target, {}
         kind = target_kind(target)
         if kind is None or is_host_syntax(target, kind):
-            return None
+            return None, {}
         if not is_target_name(kind):
             raise messages.malformed_name(target, kind, self.known_names())
         with self.lock:
@@ -94,7 +99,7 @@ class Resolver(Loader):
             if not hits:
                 self._raise_if_backend_unusable(kind)
                 if kind in self.builtin_kinds():
-                    return None
+                    return None, {}
                 raise messages.unknown_target(self, kind)
         if len(hits) > 1:
             raise messages.ambiguous(kind, [(b, s.name) for b, s in hits])
@@ -104,8 +109,8 @@ class Resolver(Loader):
         except MalformedTargetError as err:
             raise messages.malformed_options(err, spec, backend) from None
         passthrough = spec.upstream is not None
-        options, _extra = bind_options(spec, self._with_upstream_attrs(spec, raw, backend), owner=backend.owner, passthrough=passthrough)
-        return ResolvedTarget(spec, options, backend.name, backend.distribution, backend.version)
+        options, extra = bind_options(spec, self._with_upstream_attrs(spec, raw, backend), owner=backend.owner, passthrough=passthrough)
+        return ResolvedTarget(spec, options, backend.name, backend.distribution, backend.version), extra
 
     @staticmethod
     def _with_upstream_attrs(spec: TargetSpec, raw: dict[str, Any], backend: Backend) -> dict[str, Any]:
@@ -131,16 +136,6 @@ class Resolver(Loader):
             if given is None:
                 merged[name] = value
         return merged
-
-    def upstream_extra(self, target: str | Mapping[str, Any]) -> dict[str, Any]:
-        """Keys of a target that the delegating spec does not declare: passed to TVM as attributes
-        (TVM refuses unknown ones), never dropped."""
-        resolved = self.resolve(target)
-        if resolved is None:
-            return {}
-        backend = self.backend_of(resolved)
-        raw = self._with_upstream_attrs(resolved.spec, raw_options(target), backend)
-        return bind_options(resolved.spec, raw, owner=resolved.owner, passthrough=True)[1]
 
     def _raise_if_backend_unusable(self, kind: str) -> None:
         for backend in self.entries:
