@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from packaging.specifiers import SpecifierSet
 
 __version__ = "0.2.0"
 
@@ -31,13 +27,6 @@ API_VERSION: tuple[int, int] = (1, 1)
 #: declares its own tested range the same way, as its distribution's requirement on tilelang;
 #: TILECORE_TILELANG_CHECK=seams accepts a newer, untested tilelang (tilecore._registry.compat).
 TILELANG_REQUIREMENT = ">=0.1.14,<0.1.16"
-
-
-def supported_tilelang() -> SpecifierSet:
-    """:data:`TILELANG_REQUIREMENT` as a ``packaging`` specifier set."""
-    from packaging.specifiers import SpecifierSet
-
-    return SpecifierSet(TILELANG_REQUIREMENT)
 
 
 _RELEASE = r"[0-9]+(?:\.[0-9]+)*"
