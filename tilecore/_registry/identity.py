@@ -28,14 +28,8 @@ _SKIPPED_DIRS = frozenset({"tests", "build", "dist", "docs", "benchmarks", "exam
 def _editable_project_dir(distribution: str) -> Path | None:
     """The project folder of ``distribution`` if it is installed editable, else ``None``."""
     try:
-        text = metadata.distribution(distribution).read_text("direct_url.json")
-    except metadata.PackageNotFoundError:
-        return None
-    if not text:
-        return None
-    try:
-        record = json.loads(text)
-    except ValueError:
+        record = json.loads(metadata.distribution(distribution).read_text("direct_url.json") or "{}")
+    except (metadata.PackageNotFoundError, ValueError):
         return None
     if not isinstance(record, dict) or not record.get("dir_info", {}).get("editable"):
         return None
