@@ -130,15 +130,12 @@ class ArtifactStore:
             expected_size, expected_sha = int(record["size"]), str(record["sha256"])
             if record.get("file") != filename:
                 return None
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-        try:
             size = path.stat().st_size
             if size != expected_size or file_digest(path) != expected_sha:
                 if not quiet:
                     logger.warning("artifact %s does not match its build record (size or SHA-256): rebuilding it", path)
                 return None
-        except OSError:
+        except (OSError, ValueError, KeyError, TypeError):  # no record, an unreadable one, or no file
             return None
         return Artifact(path, expected_sha, size, built=False, details=record.get("details") or {})
 
