@@ -10,6 +10,7 @@ follows ``TILECORE_EXECUTOR`` (executors are found by name in the entry-point gr
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -126,15 +127,9 @@ def activate() -> Registry:
     return registry
 
 
-_fork_checked = False
-
-
+@functools.cache
 def _warn_if_forked() -> None:
     """Warn once per process when another distribution owns or overwrote the ``tilelang`` package."""
-    global _fork_checked
-    if _fork_checked:
-        return
-    _fork_checked = True
     from tilecore._registry import compat
 
     problem = compat.fork_problem()
