@@ -130,14 +130,15 @@ def _file_hash(path: str) -> str:
     return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
-def tilelang_owners() -> list[str]:
-    """Every installed distribution whose RECORD lists files of the ``tilelang`` import package (a full scan)."""
-    owners = []
+def tilelang_forks() -> list[str]:
+    """Every installed distribution but tilelang whose RECORD lists files of the ``tilelang`` import package (a full scan)."""
+    forks = set()
     for distribution in metadata.distributions():
+        name = distribution.metadata["Name"] or "?"
         record = distribution.read_text("RECORD") or ""
-        if any(line.startswith("tilelang/") for line in record.splitlines()):
-            owners.append(distribution.metadata["Name"] or "?")
-    return sorted(set(owners), key=str.lower)
+        if name.lower() != "tilelang" and any(line.startswith("tilelang/") for line in record.splitlines()):
+            forks.add(name)
+    return sorted(forks, key=str.lower)
 
 
 def fork_problem(*, scan: bool = False) -> str | None:
@@ -163,7 +164,7 @@ def fork_problem(*, scan: bool = False) -> str | None:
                 f"tilelang {own.version}'s files were overwritten by another distribution (tilelang/__init__.py differs from its RECORD)"
             )
     if scan or problem is not None:
-        others = [name for name in tilelang_owners() if name.lower() != "tilelang"]
+        others = tilelang_forks()
         if others:
             problem = (problem + "; " if problem else "") + (
                 f"distribution(s) {', '.join(others)} also install files into the tilelang package (a fork of tilelang, not a plugin)"
@@ -173,8 +174,7 @@ def fork_problem(*, scan: bool = False) -> str | None:
 
 def fork_fix() -> str:
     """The fix for :func:`fork_problem`, naming the forks when the scan found them."""
-    forks = [name for name in tilelang_owners() if name.lower() != "tilelang"]
     return (
-        f"uninstall the fork (pip uninstall {' '.join(forks) or '<the fork>'}) and reinstall tilelang "
+        f"uninstall the fork (pip uninstall {' '.join(tilelang_forks()) or '<the fork>'}) and reinstall tilelang "
         f"(pip install --force-reinstall 'tilelang{TILELANG_REQUIREMENT}'); tilecore backends install beside tilelang, never in place of it"
     )
