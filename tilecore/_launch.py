@@ -63,50 +63,39 @@ class Launcher:
 
     def _check(self, slot: int, value: Any, symbols: dict[str, int], fixed_by: dict[str, tuple[int, int]]) -> None:
         param = self.kernel.params[slot]
+
+        def refused(problem: str) -> KernelArgumentError:
+            return KernelArgumentError(f"argument {slot} ({param.describe()}) {problem}", owner=self._where)
+
         if not param.shape and isinstance(value, (int, float)) and not isinstance(value, bool):
             # A scalar parameter (a 0-d param) passed as a Python number, handed to the adapter as is.
             if not param.dtype.is_floating_point and not isinstance(value, int):
-                raise KernelArgumentError(f"argument {slot} ({param.describe()}) is an integer scalar, got {value!r}.", owner=self._where)
+                raise refused(f"is an integer scalar, got {value!r}.")
             return
         if not isinstance(value, torch.Tensor):
-            raise KernelArgumentError(
-                f"argument {slot} ({param.describe()}) must be a torch.Tensor, got {type(value).__name__}.", owner=self._where
-            )
+            raise refused(f"must be a torch.Tensor, got {type(value).__name__}.")
         if value.dtype != param.dtype:
-            raise KernelArgumentError(
-                f"argument {slot} ({param.describe()}) has dtype {value.dtype}; expected {param.dtype}. "
-                f"Convert it with .to({param.dtype}).",
-                owner=self._where,
-            )
+            raise refused(f"has dtype {value.dtype}; expected {param.dtype}. Convert it with .to({param.dtype}).")
         if value.device != self._device and not (value.device.type == self._device.type and self._device.index is None):
-            raise KernelArgumentError(
-                f"argument {slot} ({param.describe()}) is on device {value.device}; this target takes "
-                f"tensors on {self._device}. Move it with .to({str(self._device)!r}).",
-                owner=self._where,
+            raise refused(
+                f"is on device {value.device}; this target takes tensors on {self._device}. Move it with .to({str(self._device)!r})."
             )
         if not value.is_contiguous():
-            raise KernelArgumentError(f"argument {slot} ({param.describe()}) must be contiguous; call .contiguous().", owner=self._where)
+            raise refused("must be contiguous; call .contiguous().")
         if value.dim() != len(param.shape):
-            raise KernelArgumentError(
-                f"argument {slot} ({param.describe()}) has shape {tuple(value.shape)}; expected {len(param.shape)} dimensions.",
-                owner=self._where,
-            )
+            raise refused(f"has shape {tuple(value.shape)}; expected {len(param.shape)} dimensions.")
         for axis, (want, got) in enumerate(zip(param.shape, value.shape, strict=True)):
             if isinstance(want, str):
                 bound = symbols.setdefault(want, int(got))
                 first_slot, first_axis = fixed_by.setdefault(want, (slot, axis))
                 if bound != got:
-                    raise KernelArgumentError(
-                        f"argument {slot} ({param.describe()}) has {want}={got} on axis {axis}, but argument "
-                        f"{first_slot} ({self.kernel.params[first_slot].describe()}) has {want}={bound} on axis {first_axis}; "
-                        f"every tensor must give the dynamic dimension {want} the same size.",
-                        owner=self._where,
+                    raise refused(
+                        f"has {want}={got} on axis {axis}, but argument {first_slot} ({self.kernel.params[first_slot].describe()}) "
+                        f"has {want}={bound} on axis {first_axis}; every tensor must give the dynamic dimension {want} the same size."
                     )
             elif want != got:
-                raise KernelArgumentError(
-                    f"argument {slot} ({param.describe()}) has shape {tuple(value.shape)}; expected {_shape_text(param.shape)} "
-                    f"(axis {axis} is {got}, expected {want}).",
-                    owner=self._where,
+                raise refused(
+                    f"has shape {tuple(value.shape)}; expected {_shape_text(param.shape)} (axis {axis} is {got}, expected {want})."
                 )
 
     def _allocate(self, param: TensorParam, symbols: dict[str, int]) -> torch.Tensor:
