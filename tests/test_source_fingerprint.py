@@ -76,6 +76,8 @@ def test_the_cache_salt_carries_it(site: Path, tmp_path: Path) -> None:
     """The cache-key salt of a target names its backend's source fingerprint when the backend
     is editable: here the democpu example backend's distribution is shadowed, first on
     sys.path, by an editable record of a project this test edits."""
+    import tilelang  # noqa: F401  (puts its bundled tvm on the path: the normalizer builds TVM targets)
+
     import tilecore
     from tilecore._bridge.cache_key import cache_salt
     from tilecore._bridge.tvm_targets import normalizer
