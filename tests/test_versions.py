@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
+from tcsupport import thin_grid
 
 from tilecore._version import TILELANG_REQUIREMENT, tilelang_version_supported
 
@@ -116,3 +119,37 @@ def test_the_window_skips_only_files_tilelang_is_not_on_the_path_of() -> None:
         if path.name != "test_tpu_soak.py":
             assert not uses_tilelang.search(path.read_text()), f"{file} compiles TileLang: it belongs in the window"
     assert "--pyargs tilecore.conformance --tilecore-target=tpu" in makefile.split("test-tilelang-window:", 1)[1]
+
+
+def test_thin_grid_keeps_each_functions_ends_and_spreads_the_rest() -> None:
+    """`--max-cases-per-test=K` (the window): at most K cases of a function, always its first and last."""
+    grid = [f"t.py::test_a[{n}]" for n in (1, 63, 64, 65, 128)]
+    ids = ["t.py::test_plain", *grid, "t.py::test_b[x]", "t.py::test_b[y]"]
+    assert thin_grid(ids, 0) == ids
+    assert thin_grid(ids, 3) == ["t.py::test_plain", grid[0], grid[2], grid[4], "t.py::test_b[x]", "t.py::test_b[y]"]
+    assert thin_grid(ids, 2) == ["t.py::test_plain", grid[0], grid[4], "t.py::test_b[x]", "t.py::test_b[y]"]
+    assert thin_grid(ids, 1) == ["t.py::test_plain", grid[0], "t.py::test_b[x]"]
+    for most in range(1, 7):
+        kept = thin_grid(ids, most)
+        assert len([i for i in kept if "test_a[" in i]) == min(most, len(grid))
+        assert kept == [i for i in ids if i in kept]  # collection order
+
+
+def test_the_window_thins_only_parametrised_grids_and_says_why() -> None:
+    """The window passes WINDOW_CASES to the hook, and the docs give the measurement behind it."""
+    makefile = (ROOT / "Makefile").read_text()
+    cases = re.search(r"^WINDOW_CASES \?= (\d+)$", makefile, re.MULTILINE)
+    assert cases and "--max-cases-per-test=$(WINDOW_CASES)" in makefile.split("test-tilelang-window:", 1)[1]
+    section = (ROOT / "docs" / "tilelang-releases.md").read_text().split("## What the window runs", 1)[1].split("\n## ", 1)[0]
+    assert "WINDOW_CASES" in section and f"at most {cases.group(1)} cases" in section
+    # The hook itself, on a real grid of the tpu suite: what pytest keeps is what thin_grid keeps.
+    target = "plugins/tilelang_tpu/tests/test_tpu_select_generality.py"
+
+    def collected(*options: str) -> list[str]:
+        command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *options, target]
+        out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        return [line for line in out.splitlines() if "::" in line]
+
+    everything = collected()
+    assert len(everything) > 3 * int(cases.group(1))
+    assert collected(f"--max-cases-per-test={cases.group(1)}") == thin_grid(everything, int(cases.group(1)))
