@@ -1,9 +1,12 @@
-"""Repository-wide test setup (applies to tests/ and every plugin's tests)."""
+"""Repository-wide test setup (applies to tests/ and every plugin's tests).
+
+It imports nothing of tests/: pytest also loads it for `pytest --pyargs tilecore.conformance` run
+from outside the repository against an editable install, where tests/ is not on the path.
+"""
 
 from __future__ import annotations
 
 import pytest
-from tcsupport import thin_grid  # tests/ is on pytest's pythonpath
 
 # Every test gets its own tilelang and tilecore cache folders (the fixture every backend can use).
 from tilecore.kit.testing import tilecore_isolated_caches  # noqa: F401
@@ -28,6 +31,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run at most K cases of each parametrised test, spread over its grid (its first, last and evenly "
         "between); 0 (default) runs them all.  `make test-tilelang-window` uses it: see docs/tilelang-releases.md.",
     )
+
+
+def thin_grid(nodeids: list[str], most: int) -> list[str]:
+    """The node ids kept when each test function runs at most ``most`` of its cases (``most`` < 1: all).
+
+    A function's cases keep their collection order; the kept ones are its first, its last and evenly
+    spaced ones between, so the ends of a grid (its smallest and largest sizes, first and last dtypes)
+    always run.
+    """
+    if most < 1:
+        return list(nodeids)
+    cases: dict[str, list[str]] = {}
+    for nodeid in nodeids:
+        cases.setdefault(nodeid.partition("[")[0], []).append(nodeid)
+    kept: set[str] = set()
+    for grid in cases.values():
+        if len(grid) <= most:
+            kept.update(grid)
+        else:
+            last = len(grid) - 1
+            kept.update(grid[round(i * last / max(most - 1, 1))] for i in range(most))
+    return [nodeid for nodeid in nodeids if nodeid in kept]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -147,25 +147,3 @@ def add(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32"), C: T.Ten
             a[i, j] = a[i, j] * 2.0 + b[i, j]
         T.copy(a, C[bx * 32, by * 32])
 """
-
-
-def thin_grid(nodeids: list[str], most: int) -> list[str]:
-    """The node ids kept when each test function runs at most ``most`` of its cases (``most`` < 1: all).
-
-    A function's cases keep their collection order; the kept ones are its first, its last and evenly
-    spaced ones between, so the ends of a grid (its smallest and largest sizes, first and last dtypes)
-    always run.
-    """
-    if most < 1:
-        return list(nodeids)
-    cases: dict[str, list[str]] = {}
-    for nodeid in nodeids:
-        cases.setdefault(nodeid.partition("[")[0], []).append(nodeid)
-    kept: set[str] = set()
-    for grid in cases.values():
-        if len(grid) <= most:
-            kept.update(grid)
-        else:
-            last = len(grid) - 1
-            kept.update(grid[round(i * last / max(most - 1, 1))] for i in range(most))
-    return [nodeid for nodeid in nodeids if nodeid in kept]

@@ -2,20 +2,33 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
 import tomllib
+import types
 from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
-from tcsupport import thin_grid
 
 from tilecore._version import TILELANG_REQUIREMENT, tilelang_version_supported
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _root_conftest() -> types.ModuleType:
+    """The repository's conftest.py as a module (it is pytest's, not importable by name)."""
+    spec = importlib.util.spec_from_file_location("tilecore_root_conftest", ROOT / "conftest.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+thin_grid = _root_conftest().thin_grid
 PYPROJECTS = sorted(p for p in ROOT.rglob("pyproject.toml") if ".venv" not in p.parts and "build" not in p.parts)
 
 
