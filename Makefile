@@ -65,10 +65,15 @@ check: setup
 PYTEST_WORKERS ?= -n auto --maxprocesses=4
 
 # The layers of docs/architecture.md ("Layers"), as import-linter contracts (.importlinter).
+# The tpu tests share one store of kernel libraries (plugins/tilelang_tpu/tests/conftest.py): a folder
+# of this run, the window included (the same PPL builds the same library under either tilelang),
+# removed when the run ends.
 test: setup redis-server check release-check
 	$(BIN)/lint-imports --no-cache  # its cache would be written into the working directory
-	$(BIN)/pytest $(PYTEST_WORKERS)
-	$(MAKE) test-tilelang-window
+	store=$$(mktemp -d "$${TMPDIR:-/tmp}/tilecore-test-kernels.XXXXXX") && \
+	  trap 'rm -rf "$$store"' EXIT && trap 'exit 130' INT TERM && \
+	  export TILELANG_TPU_TEST_KERNEL_STORE="$$store" && \
+	  $(BIN)/pytest $(PYTEST_WORKERS) && $(MAKE) test-tilelang-window
 
 # The tested tilelang window (docs/tilelang-releases.md): `make test` runs the newest release in
 # .venv; this runs the conformance suite (democpu, tpu) and the backends' suites against the

@@ -101,6 +101,7 @@ def _child() -> dict:
     return json.loads(line.removeprefix("RESULT "))
 
 
+@pytest.mark.private_kernel_store
 def test_second_process_hits_the_disk_cache_and_a_damaged_library_is_rebuilt(toolchain: setup.TpuToolchain) -> None:
     first, second = _child(), _child()
     assert (first["ppl_compile_runs"], second["ppl_compile_runs"]) == (1, 0)
@@ -117,6 +118,7 @@ def test_second_process_hits_the_disk_cache_and_a_damaged_library_is_rebuilt(too
     assert copy.read_bytes() == Path(third["library"]).read_bytes(), "tilelang's entry holds the verified library"
 
 
+@pytest.mark.private_kernel_store
 def test_a_tilelang_cache_hit_adopts_its_verified_library_instead_of_rebuilding(toolchain: setup.TpuToolchain) -> None:
     # A machine whose tilelang cache holds the kernel (copied from another machine, or installed by
     # the remote cache tier) but whose tilelang-tpu library store is empty must not run ppl-compile:
@@ -130,6 +132,7 @@ def test_a_tilelang_cache_hit_adopts_its_verified_library_instead_of_rebuilding(
     assert json.loads((Path(second["library"]).parent / "build.json").read_text())["adopted_from"].endswith("kernel_lib.bin")
 
 
+@pytest.mark.private_kernel_store
 def test_a_kernel_that_faults_raises_and_leaves_every_cache(toolchain: setup.TpuToolchain) -> None:
     kernel = tilelang.compile(add_program(64, 192, 64, 64), target="tpu", out_idx=[-1])
     a, b = torch.randn(64, 192), torch.randn(64, 192)

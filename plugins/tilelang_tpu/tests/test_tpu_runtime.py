@@ -88,6 +88,22 @@ def test_bm1684x_worker_processes(toolchain: setup.TpuToolchain, chip_kernels: d
     runtime.close_workers()
 
 
+def test_the_runs_tests_share_one_kernel_store(shared_kernel_store: Path) -> None:
+    """conftest.py: the kernel libraries are the run's store (the rest of the caches stay per test)."""
+    from tilelang_tpu.build import STORE
+
+    assert STORE.root.resolve() == shared_kernel_store.resolve()
+
+
+@pytest.mark.private_kernel_store
+def test_a_private_kernel_store_is_the_tests_own(shared_kernel_store: Path, tilecore_isolated_caches: Path) -> None:
+    from tilelang_tpu.build import STORE
+
+    assert STORE.root.resolve() != shared_kernel_store.resolve()
+    assert tilecore_isolated_caches in STORE.root.resolve().parents
+
+
+@pytest.mark.private_kernel_store
 def test_disk_cache_hit_runs_no_compiler(toolchain: setup.TpuToolchain, ppl: Callable[[str], str]) -> None:
     source = ppl("copy_f16_odd.pl")
     first = runtime.build(source, "copy_kernel", "bm1690", "cmodel", toolchain)
