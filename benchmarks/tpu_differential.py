@@ -8,7 +8,8 @@
 A program is reproduced by (seed, count, index): the same hypothesis version draws the same
 programs for the same seed and count, and the index is also the seed of its input data.
 ``--summary`` writes the run as JSON: outcome pairs, refusals, crashes, every WRONG program
-(index, source, outcomes) and the construct coverage of the programs drawn
+(index, source, outcomes), two programs of each kind of crash (index, seed, source) and the
+construct coverage of the programs drawn
 (``differential.coverage``), so shards of one long run can be merged.
 
 Programs are drawn by hypothesis (seeded: the same seed and count give the same programs);
@@ -78,6 +79,8 @@ def main() -> int:
     #: tpu's refusals and crashes of programs that c runs correctly: the generality gap (issue 18)
     gap: collections.Counter[str] = collections.Counter()
     gap_examples: dict[str, list[str]] = collections.defaultdict(list)
+    #: "target: crash" -> up to 2 programs (index and source) that gave it, whatever the other target did
+    crash_examples: dict[str, list[dict[str, object]]] = collections.defaultdict(list)
     wrong: list[tuple[Program, dict[str, Outcome]]] = []
     wrong_at: list[int] = []
     #: feature -> [programs drawn with it, tpu matched, both matched]
@@ -102,6 +105,7 @@ def main() -> int:
             "crash": {t: dict(crashes[t].most_common()) for t in TARGETS},
             "c_match_tpu_not": dict(gap.most_common()),
             "c_match_tpu_not_examples": {k: gap_examples[k] for k, _ in gap.most_common()},
+            "crash_examples": dict(crash_examples),
             "wrong": [
                 {"index": i, "source": source(p), **{t: [o.status, o.detail] for t, o in oc.items()}}
                 for i, (p, oc) in zip(wrong_at, wrong, strict=True)
@@ -133,6 +137,9 @@ def main() -> int:
                 refusals[t][normalise(o.detail)] += 1
             elif o.status == "crash":
                 crashes[t][normalise(o.detail)] += 1
+                kept = crash_examples[f"{t}: {normalise(o.detail)}"]
+                if len(kept) < 2:  # so a crash can be reproduced from the summary, not only counted
+                    kept.append({"index": index, "seed": args.seed, "source": source(prog)})
         if outcomes["c"].status == "match" and outcomes["tpu"].status in ("refused", "crash"):
             construct = f"{outcomes['tpu'].status}: {normalise(outcomes['tpu'].detail)}"
             gap[construct] += 1
