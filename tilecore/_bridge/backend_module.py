@@ -22,16 +22,6 @@ if TYPE_CHECKING:
 
     from tilecore._registry import Registry
 
-#: TVM global that wraps source text into a ``runtime.Module`` (``inspect_source()`` gives it back).
-SOURCE_MODULE_GLOBAL = "runtime.SourceModuleCreate"
-
-
-def source_module(source: str, fmt: str) -> Any:
-    """A TVM ``runtime.Module`` holding ``source`` (what tilelang's codegen contract returns)."""
-    import tvm_ffi
-
-    return tvm_ffi.get_global_func(SOURCE_MODULE_GLOBAL)(source, fmt)
-
 
 def build(registry: Registry) -> Any:
     """The ``tilelang.backend.BackendModule`` that routes owned targets to their backend's hooks."""
@@ -57,7 +47,10 @@ def build(registry: Registry) -> Any:
             raise TilecoreError(
                 f"tilecore_codegen returned {type(source).__name__}; it must return the kernel source text.", owner=target.error_owner
             )
-        return source_module(source, target.name)
+        import tvm_ffi
+
+        # A TVM runtime.Module holding the source text (what tilelang's codegen contract returns).
+        return tvm_ffi.get_global_func("runtime.SourceModuleCreate")(source, target.name)
 
     def supports(tvm_target: Target) -> bool:
         return TVM_KEY in list(tvm_target.keys)
