@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from tilecore._bridge.seams import SEAMS, Seam
 from tilecore._registry import compat, messages
-from tilecore._version import TILELANG_REQUIREMENT, __version__, tilelang_version_supported
+from tilecore._version import TILELANG_REQUIREMENT, __version__, version_in_range
 from tilecore.errors import TilecoreError
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def check_version(version: str) -> bool:
     Returns whether ``version`` is untested but accepted (``TILECORE_TILELANG_CHECK=seams`` or
     ``off``): the caller then warns once, after the seams have checked out.
     """
-    if tilelang_version_supported(version):
+    if version_in_range(version, TILELANG_REQUIREMENT):
         return False
     if compat.check_mode() == "strict":
         raise BridgeError(
