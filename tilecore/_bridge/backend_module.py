@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from tilecore._bridge import gate
 from tilecore._bridge.jit_kernel import adapter_factory
 from tilecore._bridge.kernel_cache import kernel_cache
-from tilecore._bridge.tvm_targets import EXECUTION_BACKEND, TVM_KEY, own_target
+from tilecore._bridge.tvm_targets import NAME, own_target
 from tilecore.errors import TilecoreError
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def build(registry: Registry) -> Any:
         return tvm_ffi.get_global_func("runtime.SourceModuleCreate")(source, target.name)
 
     def supports(tvm_target: Target) -> bool:
-        return TVM_KEY in list(tvm_target.keys)
+        return NAME in list(tvm_target.keys)
 
     own_adapters: dict[str, Any] = {}
     if gate.proposal_merged("adapter-factory.md"):
@@ -61,13 +61,13 @@ def build(registry: Registry) -> Any:
         own_adapters = {"adapter_factory": adapter_factory(registry), "kernel_cache": kernel_cache(registry)}
 
     return BackendModule(
-        name=EXECUTION_BACKEND,
+        name=NAME,
         target_kinds=("ext_dev",),
         supports_target=supports,
         pipelines={"ext_dev": PassPipeline("ext_dev", lower)},
         device_codegens={"ext_dev": DeviceCodegen("ext_dev", build=codegen, build_without_compile=codegen)},
         host_codegens=STANDARD_HOST_CODEGENS,
-        execution_backends=(ExecutionBackendSpec(EXECUTION_BACKEND, supports_target=supports, **own_adapters),),
+        execution_backends=(ExecutionBackendSpec(NAME, supports_target=supports, **own_adapters),),
     )
 
 
@@ -82,4 +82,4 @@ def register_public(registry: Registry) -> Callable[[], None]:
     from tilelang.backend import register_backend, unregister_backend
 
     register_backend(build(registry))
-    return lambda: unregister_backend(EXECUTION_BACKEND)
+    return lambda: unregister_backend(NAME)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tilecore._bridge.adapter import TilecoreAdapter
-from tilecore._bridge.tvm_targets import EXECUTION_BACKEND
+from tilecore._bridge.tvm_targets import NAME
 from tilecore.kit.paths import CacheDirectoryError, cache_write_error, full_cache_error
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def kernel_cache(registry: Registry, _original: object = None) -> Any:
     class TilecoreKernelCache(KernelCache):  # type: ignore[misc]  # tilelang ships no type information
         """Disk-cache layout of backend-owned kernels: source, params and the adapter's library."""
 
-        execution_backend = EXECUTION_BACKEND
+        execution_backend = NAME
         device_kernel_path = "device_kernel.src"
         host_kernel_path = "host_kernel.src"
         kernel_lib_path = "kernel_lib.bin"
