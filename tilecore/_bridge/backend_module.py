@@ -8,7 +8,6 @@ standard host codegens, and one execution backend named ``tilecore``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tilecore._bridge import gate
@@ -75,11 +74,3 @@ def register(registry: Registry, _original: object = None) -> None:
     from tilelang.backend import register_backend
 
     register_backend(build(registry))
-
-
-def register_public(registry: Registry) -> Callable[[], None]:
-    """The public path (tilelang with ``unregister_backend``, docs/upstream/entry-points.md)."""
-    from tilelang.backend import register_backend, unregister_backend
-
-    register_backend(build(registry))
-    return lambda: unregister_backend(NAME)

@@ -156,14 +156,6 @@ def register_normalizer_public(registry: Registry) -> Callable[[], None]:
     return lambda: unregister_target_normalizer(NAME)
 
 
-def register_detector_public(registry: Registry) -> Callable[[], None]:
-    """The public path (tilelang with ``unregister_target_detector``)."""
-    from tilelang.backend import register_target_detector, unregister_target_detector
-
-    register_target_detector(NAME, detector(registry), override=True)
-    return lambda: unregister_target_detector(NAME)
-
-
 def register_detector(registry: Registry, _original: object = None) -> None:
     from tilelang.backend import register_target_detector
 
