@@ -14,7 +14,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-from tilecore._version import TILELANG_REQUIREMENT, tilelang_version_supported
+from tilecore._version import TILELANG_REQUIREMENT, version_in_range
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,15 +70,12 @@ VERSIONS = [
 
 
 @pytest.mark.parametrize("requirement", [TILELANG_REQUIREMENT, ">=0.1,<0.2", ">=1.2.3,<1.3", "~=0.1.15", "==0.1.15"])
-def test_the_quick_version_check_agrees_with_packaging(monkeypatch: pytest.MonkeyPatch, requirement: str) -> None:
+def test_the_quick_version_check_agrees_with_packaging(requirement: str) -> None:
     """The activation-time check without ``packaging`` (plain releases) answers as ``packaging`` does."""
-    import tilecore._version as versions
-
-    monkeypatch.setattr(versions, "TILELANG_REQUIREMENT", requirement)
     spec = SpecifierSet(requirement)
     for version in VERSIONS:
         expected = spec.contains(version.split("+")[0], prereleases=True)
-        assert tilelang_version_supported(version) is expected, (requirement, version)
+        assert version_in_range(version, requirement) is expected, (requirement, version)
 
 
 def _requirements(path: Path) -> list[Requirement]:

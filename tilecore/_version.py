@@ -39,11 +39,6 @@ def _release_tuple(version: str, length: int) -> tuple[int, ...]:
     return tuple(parts + [0] * (length - len(parts)))
 
 
-def tilelang_version_supported(version: str) -> bool:
-    """Whether tilelang ``version`` (its local ``+...`` part ignored) is in :data:`TILELANG_REQUIREMENT`."""
-    return version_in_range(version, TILELANG_REQUIREMENT)
-
-
 def version_in_range(version: str, requirement: str) -> bool:
     """Whether ``version`` (its local ``+...`` part ignored) is in ``requirement``, exactly as
     ``SpecifierSet(requirement).contains(version, prereleases=True)`` answers.

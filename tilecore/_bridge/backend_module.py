@@ -8,29 +8,18 @@ standard host codegens, and one execution backend named ``tilecore``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tilecore._bridge import gate
 from tilecore._bridge.jit_kernel import adapter_factory
 from tilecore._bridge.kernel_cache import kernel_cache
-from tilecore._bridge.tvm_targets import EXECUTION_BACKEND, TVM_KEY, own_target
+from tilecore._bridge.tvm_targets import NAME, own_target
 from tilecore.errors import TilecoreError
 
 if TYPE_CHECKING:
     from tvm.target import Target
 
     from tilecore._registry import Registry
-
-#: TVM global that wraps source text into a ``runtime.Module`` (``inspect_source()`` gives it back).
-SOURCE_MODULE_GLOBAL = "runtime.SourceModuleCreate"
-
-
-def source_module(source: str, fmt: str) -> Any:
-    """A TVM ``runtime.Module`` holding ``source`` (what tilelang's codegen contract returns)."""
-    import tvm_ffi
-
-    return tvm_ffi.get_global_func(SOURCE_MODULE_GLOBAL)(source, fmt)
 
 
 def build(registry: Registry) -> Any:
@@ -57,10 +46,13 @@ def build(registry: Registry) -> Any:
             raise TilecoreError(
                 f"tilecore_codegen returned {type(source).__name__}; it must return the kernel source text.", owner=target.error_owner
             )
-        return source_module(source, target.name)
+        import tvm_ffi
+
+        # A TVM runtime.Module holding the source text (what tilelang's codegen contract returns).
+        return tvm_ffi.get_global_func("runtime.SourceModuleCreate")(source, target.name)
 
     def supports(tvm_target: Target) -> bool:
-        return TVM_KEY in list(tvm_target.keys)
+        return NAME in list(tvm_target.keys)
 
     own_adapters: dict[str, Any] = {}
     if gate.proposal_merged("adapter-factory.md"):
@@ -68,13 +60,13 @@ def build(registry: Registry) -> Any:
         own_adapters = {"adapter_factory": adapter_factory(registry), "kernel_cache": kernel_cache(registry)}
 
     return BackendModule(
-        name=EXECUTION_BACKEND,
+        name=NAME,
         target_kinds=("ext_dev",),
         supports_target=supports,
         pipelines={"ext_dev": PassPipeline("ext_dev", lower)},
         device_codegens={"ext_dev": DeviceCodegen("ext_dev", build=codegen, build_without_compile=codegen)},
         host_codegens=STANDARD_HOST_CODEGENS,
-        execution_backends=(ExecutionBackendSpec(EXECUTION_BACKEND, supports_target=supports, **own_adapters),),
+        execution_backends=(ExecutionBackendSpec(NAME, supports_target=supports, **own_adapters),),
     )
 
 
@@ -82,11 +74,3 @@ def register(registry: Registry, _original: object = None) -> None:
     from tilelang.backend import register_backend
 
     register_backend(build(registry))
-
-
-def register_public(registry: Registry) -> Callable[[], None]:
-    """The public path (tilelang with ``unregister_backend``, docs/upstream/entry-points.md)."""
-    from tilelang.backend import register_backend, unregister_backend
-
-    register_backend(build(registry))
-    return lambda: unregister_backend(EXECUTION_BACKEND)

@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tilecore._bridge.tvm_targets import owned_target
+from tilecore._bridge.tvm_targets import NAME, owned_target
 
 if TYPE_CHECKING:
     from tilecore._registry import Registry
@@ -52,5 +52,5 @@ def register_salt(registry: Registry) -> Callable[[], None]:
     """The public path (tilelang with ``register_cache_key_salt``, docs/upstream/cache-key-salt.md)."""
     from tilelang.cache.kernel_cache import register_cache_key_salt, unregister_cache_key_salt
 
-    register_cache_key_salt("tilecore", lambda target: cache_salt(registry, target), override=True)
-    return lambda: unregister_cache_key_salt("tilecore")
+    register_cache_key_salt(NAME, lambda target: cache_salt(registry, target), override=True)
+    return lambda: unregister_cache_key_salt(NAME)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tilecore._bridge.tvm_targets import owned_target
+from tilecore.kit.paths import full_cache_error
 
 if TYPE_CHECKING:
     from tilecore._registry import Registry
@@ -121,7 +122,7 @@ def wrap_load_kernel_from_disk(registry: Registry, original: Callable[..., Any])
 def wrap_save_kernel_to_disk(registry: Registry, original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def save_kernel_to_disk(self: Any, key: str, *args: Any, **kwargs: Any) -> Any:
-        from tilecore._bridge.kernel_cache import cache_dir_error, full_cache_warning
+        from tilecore._bridge.kernel_cache import TILELANG_CACHE_ENV, cache_dir_error, tilelang_cache_root
 
         try:
             result = original(self, key, *args, **kwargs)
@@ -130,15 +131,14 @@ def wrap_save_kernel_to_disk(registry: Registry, original: Callable[..., Any]) -
             if error is None:
                 raise
             raise error from err
-        if not self._is_complete_cache_dir(self._get_cache_path(key)):
-            warning = full_cache_warning()  # tilelang logged a failed save and went on uncached
-            if warning is not None:
-                logger.warning(warning)
-        if _tiers:
-            cache_path = self._get_cache_path(key)
-            if os.path.isdir(cache_path):
-                kernel = kwargs.get("kernel", args[0] if args else None)
-                publish_to_tiers(registry, self, getattr(kernel, "target", None), key, cache_path)
+        cache_path = self._get_cache_path(key)
+        if not self._is_complete_cache_dir(cache_path):  # tilelang logged a failed save and went on uncached
+            full = full_cache_error(tilelang_cache_root(), TILELANG_CACHE_ENV)
+            if full is not None:
+                logger.warning("tilecore: the kernel was compiled but not cached: %s", full)
+        if _tiers and os.path.isdir(cache_path):
+            kernel = kwargs.get("kernel", args[0] if args else None)
+            publish_to_tiers(registry, self, getattr(kernel, "target", None), key, cache_path)
         return result
 
     return save_kernel_to_disk

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
-import threading
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tilecore._bridge.seams import SEAMS, Seam
 from tilecore._registry import compat, messages
-from tilecore._version import TILELANG_REQUIREMENT, __version__, tilelang_version_supported
+from tilecore._version import TILELANG_REQUIREMENT, __version__, version_in_range
 from tilecore.errors import TilecoreError
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def check_version(version: str) -> bool:
     Returns whether ``version`` is untested but accepted (``TILECORE_TILELANG_CHECK=seams`` or
     ``off``): the caller then warns once, after the seams have checked out.
     """
-    if tilelang_version_supported(version):
+    if version_in_range(version, TILELANG_REQUIREMENT):
         return False
     if compat.check_mode() == "strict":
         raise BridgeError(
@@ -123,35 +123,26 @@ def problems(seams: Iterable[Seam] = SEAMS) -> list[str]:
     return [problem for seam in seams if (problem := seam_problem(seam)) is not None]
 
 
-_checked = False
-_check_lock = threading.Lock()
-
-
+@functools.cache
 def check() -> None:
-    """Version and every seam; raises one :class:`BridgeError` listing all problems.  Cached after success."""
-    global _checked
-    if _checked:
-        return
-    # Import tilelang before taking the lock: that import activates tilecore (the startup hook),
-    # and activation runs this check itself, in this thread (a backend calling tilecore.upstream
-    # before anything imported tilelang would otherwise wait on its own lock for ever).
+    """Version and every seam; raises one :class:`BridgeError` listing all problems.  Cached after success.
+
+    No lock: importing tilelang activates tilecore (the startup hook), which runs this check itself in
+    the same thread, and two threads checking at once only check twice.
+    """
     version = tilelang_version()
-    with _check_lock:
-        if _checked:
-            return
-        untested = check_version(version)
-        found = problems()
-        if found:
-            raise BridgeError(
-                f"tilelang {version} does not have the internals tilecore {__version__} relies on: " + "; ".join(found) + ".",
-                fix=f"install a tested tilelang (pip install 'tilelang{TILELANG_REQUIREMENT}')",
-            )
-        if untested:
-            compat.warn_once(
-                f"tilelang {version} is outside the range tilecore {__version__} was tested with ({TILELANG_REQUIREMENT}); "
-                f"running because {compat.CHECK_VARIABLE}={compat.check_mode()} and every seam of the bridge checks out."
-            )
-        _checked = True
+    untested = check_version(version)
+    found = problems()
+    if found:
+        raise BridgeError(
+            f"tilelang {version} does not have the internals tilecore {__version__} relies on: " + "; ".join(found) + ".",
+            fix=f"install a tested tilelang (pip install 'tilelang{TILELANG_REQUIREMENT}')",
+        )
+    if untested:
+        compat.warn_once(
+            f"tilelang {version} is outside the range tilecore {__version__} was tested with ({TILELANG_REQUIREMENT}); "
+            f"running because {compat.CHECK_VARIABLE}={compat.check_mode()} and every seam of the bridge checks out."
+        )
 
 
 def declared_seams(plugin: object, *, who: str) -> list[Seam]:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from tilecore._bridge.adapter import TilecoreAdapter
 from tilecore._bridge.convert import kernel_name, read_cached_text, tensor_params
 from tilecore._bridge.kernel_cache import evict_faulted_kernel
-from tilecore._bridge.tvm_targets import EXECUTION_BACKEND, own_target
+from tilecore._bridge.tvm_targets import NAME, own_target
 from tilecore._launch import Launcher, output_indices
 from tilecore.errors import TilecoreError
 from tilecore.kernel import CompiledKernel
@@ -117,7 +117,7 @@ def for_tilecore_kernels(instead: Callable[[Registry, Any, dict[str, Any]], Any]
 
         @functools.wraps(original)
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if self.execution_backend != EXECUTION_BACKEND:
+            if self.execution_backend != NAME:
                 return original(self, *args, **kwargs)
             bound = signature.bind(self, *args, **kwargs)
             bound.apply_defaults()

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tilecore._bridge.adapter import TilecoreAdapter
-from tilecore._bridge.tvm_targets import EXECUTION_BACKEND
-from tilecore.kit.paths import CacheDirectoryError, cache_write_error, full_cache_error
+from tilecore._bridge.tvm_targets import NAME
+from tilecore.kit.paths import CacheDirectoryError, cache_write_error
 
 if TYPE_CHECKING:
     from tilecore._registry import Registry
@@ -46,7 +46,7 @@ def kernel_cache(registry: Registry, _original: object = None) -> Any:
     class TilecoreKernelCache(KernelCache):  # type: ignore[misc]  # tilelang ships no type information
         """Disk-cache layout of backend-owned kernels: source, params and the adapter's library."""
 
-        execution_backend = EXECUTION_BACKEND
+        execution_backend = NAME
         device_kernel_path = "device_kernel.src"
         host_kernel_path = "host_kernel.src"
         kernel_lib_path = "kernel_lib.bin"
@@ -91,13 +91,6 @@ def cache_dir_error(err: OSError) -> CacheDirectoryError | None:
     """The :class:`CacheDirectoryError` for ``err`` met while tilelang wrote its kernel cache
     (naming the directory and ``TILELANG_CACHE_DIR``), or ``None`` if ``err`` is about something else."""
     return cache_write_error(err, tilelang_cache_root(), TILELANG_CACHE_ENV)
-
-
-def full_cache_warning() -> str | None:
-    """What to tell the user when tilelang could not save an entry because its cache is full
-    (tilelang logs the error and compiles on uncached), or ``None`` if it is not full."""
-    error = full_cache_error(tilelang_cache_root(), TILELANG_CACHE_ENV)
-    return None if error is None else f"tilecore: the kernel was compiled but not cached: {error}"
 
 
 def local_cache_dir() -> str:

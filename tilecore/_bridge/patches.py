@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from tilecore._bridge import gate
 from tilecore._bridge.seams import SEAMS, Seam
+from tilecore._bridge.tvm_targets import NAME
 from tilecore.errors import TilecoreError
 
 if TYPE_CHECKING:
@@ -37,6 +38,10 @@ def wrapper_of(seam: Seam, public: bool = False) -> Callable[..., Any]:
 
 def _apply(seam: Seam, registry: Registry) -> Callable[[], None]:
     if gate.retired(seam):  # register through tilelang's public API, or nothing at all
+        if seam.kind == "register" and seam.public_wrapper is None:
+            # The wrapper calls tilelang's public registration function; the row's public API is its unregister.
+            wrapper_of(seam)(registry)
+            return lambda: gate.resolve(seam.retired_by)(NAME)
         if seam.public_wrapper is None:
             return lambda: None
         undo: Callable[[], None] = wrapper_of(seam, public=True)(registry)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tilecore._bridge.convert import tensor_params
-from tilecore._bridge.tvm_targets import REGISTRY_NAME, owned_target
+from tilecore._bridge.tvm_targets import NAME, owned_target
 from tilecore.kit.timing import wall_clock_bench
 
 if TYPE_CHECKING:
@@ -61,8 +61,8 @@ def register_hooks(registry: Registry) -> Callable[[], None]:
             synchronize=lambda: None,
         )
 
-    register_profiler_hooks(REGISTRY_NAME, hooks_for, override=True)
-    return lambda: unregister_profiler_hooks(REGISTRY_NAME)
+    register_profiler_hooks(NAME, hooks_for, override=True)
+    return lambda: unregister_profiler_hooks(NAME)
 
 
 @functools.lru_cache(maxsize=1)

@@ -55,7 +55,9 @@ class Seam:
     private name is neither checked nor patched; ``public_wrapper``
     (``"module:function"``, called with the registry, returning an undo
     function) registers through the public API instead, if anything must be
-    registered at all.
+    registered at all.  A ``register`` row without one runs its wrapper (the
+    registration function is public already) and is undone by its
+    ``unregister_...`` function.
     """
 
     owner: str
@@ -113,7 +115,6 @@ SEAMS: tuple[Seam, ...] = (
         kind="register",
         tables=("tilelang.backend.target:_TARGET_DETECTORS",),
         proposal="entry-points.md",
-        public_wrapper="tvm_targets:register_detector_public",
     ),
     Seam(
         "tilelang.backend",
@@ -123,7 +124,6 @@ SEAMS: tuple[Seam, ...] = (
         kind="register",
         tables=("tilelang.backend.module:_BACKENDS", "tilelang.backend.module:_TARGET_KIND_INDEX"),
         proposal="entry-points.md",
-        public_wrapper="backend_module:register_public",
     ),
     Seam("tilelang.backend", "BackendModule", "the backend manifest tilecore registers"),
     Seam("tilelang.backend", "PassPipeline", "lowering hook of the manifest"),

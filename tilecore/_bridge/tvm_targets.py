@@ -19,10 +19,10 @@ if TYPE_CHECKING:
     from tilecore._registry import Registry
     from tilecore.targets import ResolvedTarget
 
-#: Key that marks a TVM ``ext_dev`` target as owned by a tilecore backend.
-TVM_KEY = "tilecore"
-#: Name under which the normalizer and detector are registered with tilelang.
-REGISTRY_NAME = "tilecore"
+#: tilecore's one name in tilelang: the key that marks a TVM ``ext_dev`` target as owned by a tilecore
+#: backend, the name its normalizer, detector, profiler hooks and cache-key salt are registered under,
+#: and the name of its backend module and execution backend.
+NAME = "tilecore"
 NORMALIZER_TABLE = "tilelang.backend.target:_TARGET_NORMALIZERS"
 
 
@@ -41,7 +41,7 @@ def tvm_config(target: ResolvedTarget, extra: Mapping[str, Any] | None = None) -
     first = next(iter(target.options.values()), target.name)
     return {
         "kind": "ext_dev",
-        "keys": [TVM_KEY, target.name],
+        "keys": [NAME, target.name],
         "model": first,
         # libs holds free strings; they land in str(target) and so in tilelang's cache key.
         "libs": [f"tilecore.backend={target.backend}", f"tilecore.dist={target.distribution}=={target.version}"]
@@ -54,9 +54,9 @@ def resolve_tvm(registry: Registry, tvm_target: Target) -> ResolvedTarget | None
     kind = tvm_target.kind.name
     if kind == "ext_dev":
         keys = list(tvm_target.keys)
-        if TVM_KEY not in keys or len(keys) < 2:
+        if NAME not in keys or len(keys) < 2:
             return None
-        name = keys[keys.index(TVM_KEY) + 1]
+        name = keys[keys.index(NAME) + 1]
         options = {}
         for lib in tvm_target.attrs.get("libs", ()):
             key, _, value = str(lib).partition("=")
@@ -138,12 +138,12 @@ def register_normalizer(registry: Registry, _original: object = None) -> None:
 
     from tilecore._bridge import gate
 
-    register_target_normalizer(REGISTRY_NAME, normalizer(registry), override=True)
+    register_target_normalizer(NAME, normalizer(registry), override=True)
     table = gate.resolve(NORMALIZER_TABLE)  # the seam's recorded table (seams.py), gated like the rest
-    ours = table.pop(REGISTRY_NAME)
+    ours = table.pop(NAME)
     rest = dict(table)
     table.clear()
-    table[REGISTRY_NAME] = ours
+    table[NAME] = ours
     table.update(rest)
 
 
@@ -152,23 +152,11 @@ def register_normalizer_public(registry: Registry) -> Callable[[], None]:
     docs/upstream/entry-points.md): first, for the reason :func:`register_normalizer` gives."""
     from tilelang.backend import register_target_normalizer, unregister_target_normalizer
 
-    register_target_normalizer(REGISTRY_NAME, normalizer(registry), override=True, first=True)
-    return lambda: unregister_target_normalizer(REGISTRY_NAME)
-
-
-def register_detector_public(registry: Registry) -> Callable[[], None]:
-    """The public path (tilelang with ``unregister_target_detector``)."""
-    from tilelang.backend import register_target_detector, unregister_target_detector
-
-    register_target_detector(REGISTRY_NAME, detector(registry), override=True)
-    return lambda: unregister_target_detector(REGISTRY_NAME)
+    register_target_normalizer(NAME, normalizer(registry), override=True, first=True)
+    return lambda: unregister_target_normalizer(NAME)
 
 
 def register_detector(registry: Registry, _original: object = None) -> None:
     from tilelang.backend import register_target_detector
 
-    register_target_detector(REGISTRY_NAME, detector(registry), override=True)
-
-
-#: Name of the backend module and of its one execution backend.
-EXECUTION_BACKEND = "tilecore"
+    register_target_detector(NAME, detector(registry), override=True)

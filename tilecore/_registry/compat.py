@@ -23,6 +23,7 @@ its internals.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import importlib.metadata as metadata
 import logging
@@ -40,7 +41,6 @@ CheckMode = Literal["strict", "seams", "off"]
 CHECK_MODES: tuple[CheckMode, ...] = ("strict", "seams", "off")
 
 _logger = logging.getLogger("tilecore")
-_warned: set[str] = set()
 
 
 def check_mode(environ: Mapping[str, str] | None = None) -> CheckMode:
@@ -54,11 +54,10 @@ def check_mode(environ: Mapping[str, str] | None = None) -> CheckMode:
     return value
 
 
+@functools.cache
 def warn_once(message: str) -> None:
     """Log ``message`` as a warning the first time it is seen in this process."""
-    if message not in _warned:
-        _warned.add(message)
-        _logger.warning("%s", message)
+    _logger.warning("%s", message)
 
 
 def installed_tilelang() -> str | None:

@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING
 
 from tilecore import hookspecs
 from tilecore._registry import compat
-from tilecore._version import API_VERSION, __version__
+from tilecore._registry.discovery import Backend, State
+from tilecore._registry.table import BackendTable, known_targets
+from tilecore._version import API_VERSION, PROJECT_URL, __version__
 from tilecore.errors import (
     AmbiguousTargetError,
     BackendLoadError,
@@ -28,8 +30,6 @@ from tilecore.errors import (
 )
 
 if TYPE_CHECKING:
-    from tilecore._registry.discovery import Backend
-    from tilecore._registry.table import BackendTable
     from tilecore.targets import TargetSpec
 
 _API = f"{API_VERSION[0]}.{API_VERSION[1]}"
@@ -260,10 +260,6 @@ def malformed_options(err: Exception, spec: TargetSpec, backend: Backend) -> Mal
 
 
 def unknown_target(table: BackendTable, kind: str) -> UnknownTargetError:
-    from tilecore._registry.discovery import State
-    from tilecore._registry.table import known_targets
-    from tilecore._version import PROJECT_URL
-
     declared = table.declared_targets()
     installed = [f"{s.name} ({b.owner})" for b, s in declared]
     listed = sorted(set(table.metadata_names()) - {n for _, s in declared for n in s.names})

@@ -13,7 +13,7 @@ from typing import Any
 
 def doctor_section(context: Any) -> Any:
     from tilecore._registry import Registry, compat
-    from tilecore._version import TILELANG_REQUIREMENT, tilelang_version_supported
+    from tilecore._version import TILELANG_REQUIREMENT, version_in_range
     from tilecore.cli.doctor import Section
 
     try:
@@ -23,7 +23,7 @@ def doctor_section(context: Any) -> Any:
     version = compat.installed_tilelang()
     lines = [f"tilelang {version or 'not installed'}; check mode {mode} ({compat.CHECK_VARIABLE})"]
     ok = True
-    core_ok = version is not None and tilelang_version_supported(version)
+    core_ok = version is not None and version_in_range(version, TILELANG_REQUIREMENT)
     lines.append(f"tilecore: tested with tilelang {TILELANG_REQUIREMENT}: {'yes' if core_ok else 'NO'}")
     ok &= core_ok or mode != "strict"
     backends = []

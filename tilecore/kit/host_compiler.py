@@ -20,10 +20,9 @@ from tilecore.kit.tools import run_tool
 
 Language = Literal["c", "c++"]
 
-#: Environment variable and PATH candidates per language, in order.
+#: Environment variable and PATH candidates per language, in order (the first is also the package to install).
 ENV_VAR: dict[str, str] = {"c": "CC", "c++": "CXX"}
 CANDIDATES: dict[str, tuple[str, ...]] = {"c": ("gcc", "cc", "clang"), "c++": ("g++", "c++", "clang++")}
-_PACKAGE = {"c": "gcc", "c++": "g++"}
 
 
 @dataclass(frozen=True)
@@ -72,7 +71,7 @@ def find_host_compiler(language: Language, where: Owner | str | None = None) -> 
     raise ToolchainError.about(
         where,
         f"builds kernels with a host {language} compiler and found none (${variable} is not set; none of "
-        f"{', '.join(CANDIDATES[language])} on PATH). Install one (apt-get install {_PACKAGE[language]}) or set {variable}.",
+        f"{', '.join(CANDIDATES[language])} on PATH). Install one (apt-get install {CANDIDATES[language][0]}) or set {variable}.",
     )
 
 
