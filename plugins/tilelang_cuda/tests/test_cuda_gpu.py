@@ -99,8 +99,10 @@ def test_cuda_profiler_times_and_checks(lib, method: str, monkeypatch: pytest.Mo
     assert isinstance(ms, float) and 0.0 < ms < 50.0
     low, high = profiler.do_bench(warmup=5, rep=20, quantiles=[0.1, 0.9])
     assert 0.0 < low <= high
-    # A kernel 8x the work takes measurably longer: the timer sees the GPU, not just the launch.
-    big = tilelang.compile(lib.gemm(2 * M, 2 * N, 2 * K), target="cuda", out_idx=[-1])
+    # A kernel 64x the work takes measurably longer: the timer sees the GPU, not just the launch.
+    # (8x was not enough on an H200: 1024^3 is about 4 us of math, so both sizes timed the per-launch
+    # overhead, 0.06 ms against 0.05 ms while the host's CPUs were busy; 4096^3 is about 0.23 ms.)
+    big = tilelang.compile(lib.gemm(4 * M, 4 * N, 4 * K), target="cuda", out_idx=[-1])
     assert big.get_profiler().do_bench(warmup=5, rep=20) > 2 * ms
 
 
