@@ -6,7 +6,8 @@ into one summary and print its table.
 
 Each shard ran its own seed, so the merged run is reproduced shard by shard with
 (hypothesis version, seed, count, index); the merged file keeps every shard's seed, count and
-programs run, and every WRONG program with the seed that drew it.  Exit status 1 when any
+programs run, every WRONG program with the seed that drew it, and two programs of each kind of
+crash (seed, index, source).  Exit status 1 when any
 program was WRONG on tpu (a disagreement or a wrong result beside a refusal), 0 otherwise.
 """
 
@@ -29,6 +30,7 @@ def merge(paths: list[Path]) -> dict[str, object]:
     coverage: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0, 0])
     gap: collections.Counter[str] = collections.Counter()
     gap_examples: dict[str, list[str]] = collections.defaultdict(list)
+    crash_examples: dict[str, list[object]] = collections.defaultdict(list)
     shards: list[dict[str, int | float]] = []
     wrong: list[dict[str, object]] = []
     for path in paths:
@@ -43,6 +45,8 @@ def merge(paths: list[Path]) -> dict[str, object]:
         gap.update(shard.get("c_match_tpu_not", {}))
         for construct, sources in shard.get("c_match_tpu_not_examples", {}).items():
             gap_examples[construct] = (gap_examples[construct] + sources)[:2]
+        for kind, programs in shard.get("crash_examples", {}).items():  # each with its seed and index
+            crash_examples[kind] = (crash_examples[kind] + programs)[:2]
         for feature, row in shard["coverage"].items():
             coverage[feature] = [a + b for a, b in zip(coverage[feature], row, strict=True)]
         wrong.extend(w if "seed" in w else {"seed": shard["seed"], **w} for w in shard["wrong"])
@@ -54,6 +58,7 @@ def merge(paths: list[Path]) -> dict[str, object]:
         "crash": {t: dict(c.most_common()) for t, c in sorted(crash.items())},
         "c_match_tpu_not": dict(gap.most_common()),
         "c_match_tpu_not_examples": {k: gap_examples[k] for k, _ in gap.most_common()},
+        "crash_examples": dict(sorted(crash_examples.items())),
         "wrong": wrong,
         "coverage": dict(sorted(coverage.items())),
     }
