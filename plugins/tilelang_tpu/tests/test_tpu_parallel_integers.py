@@ -74,6 +74,48 @@ def test_int32_arithmetic_bits_shifts_and_division_wrap_like_c(M: int, N: int, B
     assert torch.equal(D.long(), expected_d)
 
 
+def shifted_division_kernel(M: int, N: int, BM: int) -> Any:
+    @T.prim_func
+    def shifted(
+        A: T.Tensor((M, N + 2), "int32"),
+        Q: T.Tensor((M, N), "int32"),
+        unused: T.Tensor((2,), "int8"),
+        R: T.Tensor((M, N), "int32"),
+        F: T.Tensor((M, N), "int32"),
+    ):
+        with T.Kernel(T.ceildiv(M, BM), threads=1) as bx:
+            a = T.alloc_fragment((BM, N + 2), "int32")
+            q = T.alloc_fragment((BM, N), "int32")
+            r = T.alloc_fragment((BM, N), "int32")
+            f = T.alloc_fragment((BM, N), "int32")
+            T.copy(A[bx * BM, 0], a)
+            for i, j in T.Parallel(BM, N):
+                q[i, j] = T.truncdiv(a[i, j + 2], 3)
+                r[i, j] = T.truncmod(a[i, j + 2], 3)
+                f[i, j] = a[i, j + 2] // 3 + a[i, j + 1] % 3
+            T.copy(q, Q[bx * BM, 0])
+            T.copy(r, R[bx * BM, 0])
+            T.copy(f, F[bx * BM, 0])
+
+    return shifted
+
+
+@pytest.mark.parametrize(("M", "N", "BM"), [(130, 16, 64), (3, 33, 1), (65, 30, 65)])
+def test_truncating_division_of_a_shifted_window(M: int, N: int, BM: int) -> None:
+    """``a[i, j + 2]`` is a view of the tile at an unaligned offset; the sign fix-up of a truncating
+    division is a compare-select, which takes whole tiles only (the emulator aborted: device
+    differential seed 10012 #112, "src0's layout must be TPU_ALIGN")."""
+    kernel = tilelang.compile(shifted_division_kernel(M, N, BM), target="tpu")
+    a = _int32_data(M, N + 2)
+    unused = torch.zeros(2, dtype=torch.int8)
+    Q, R, F = (torch.zeros(M, N, dtype=torch.int32) for _ in range(3))
+    run_checked(kernel, a, Q, unused, R, F, inputs=(0, 2))
+    x = a.long()
+    assert torch.equal(Q.long(), torch.div(x[:, 2:], 3, rounding_mode="trunc"))
+    assert torch.equal(R.long(), torch.fmod(x[:, 2:], 3))
+    assert torch.equal(F.long(), _wrap32(x[:, 2:] // 3 + x[:, 1:-1] % 3))
+
+
 def cast_kernel(M: int, N: int, BM: int) -> Any:
     @T.prim_func
     def casts(

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tilelang_tpu.codegen.emit.cast import emit_convert
+from tilelang_tpu.codegen.emit.cast import emit_convert, is_plain
 from tilelang_tpu.codegen.emit.domain import ParallelDomain
 from tilelang_tpu.codegen.emit.index_tiles import axis_tile
 from tilelang_tpu.codegen.ir import op_name, wrapping_cast
@@ -241,7 +241,11 @@ def _divide(ctx: ParallelDomain, e: Any, rounding: str, part: str, dst: str | No
         em.emit(f"tiu::mul({t}, {q}, {c}, 0, RM_HALF_UP, false);")
         em.emit(f"tiu::sub({r}, {a.text}, {t}, 0, RM_HALF_UP, false);")
         em.emit(f"tiu::gt_select({t}, {r}, {zero}, {one}, {zero});")
-        em.emit(f"tiu::lt_select({t}, {a.text}, {zero}, {t}, {zero});")
+        sign = a.text
+        if not is_plain(em, sign):  # the compare-selects take whole tiles: the emulator aborts on a sub-view
+            sign = ctx.temp("int32")
+            em.emit(f"tiu::move({sign}, {a.text});")
+        em.emit(f"tiu::lt_select({t}, {sign}, {zero}, {t}, {zero});")
         em.emit(f"tiu::add({q}, {q}, {t}, 0, RM_HALF_UP, false);")
     out = ctx.output("int32", dst)
     if part == "div":
